@@ -430,10 +430,11 @@ def test_pure_decorator_trace_builds_messages_from_tool_spans(spans: Spans) -> N
     root.end(end_time=T0_NS + 7_000_000)
     result = trace_from_spans(spans.finished())
 
+    # No model call asked for them: each is known from its tool span only, and marked so.
     assert result.tool_calls == [
-        ToolCall(id="c1", name="geocode", arguments={"city": "Paris"}, started_at=at(1)),
-        ToolCall(name="forecast", arguments={"lat": 48.85}, started_at=at(3)),
-        ToolCall(name="alert", arguments={"_raw": "raw text args"}, started_at=at(5)),
+        ToolCall(id="c1", name="geocode", arguments={"city": "Paris"}, started_at=at(1), from_tool_span=True),
+        ToolCall(name="forecast", arguments={"lat": 48.85}, started_at=at(3), from_tool_span=True),
+        ToolCall(name="alert", arguments={"_raw": "raw text args"}, started_at=at(5), from_tool_span=True),
     ]
     assert result.tool_results == [
         ToolResult(tool_call_id="c1", name="geocode", content="[48.85,2.35]"),
@@ -491,7 +492,10 @@ def test_parallel_calls_matching_by_name_and_missing_result_inserted(spans: Span
         ),
         TraceMessage(role="tool", name="lookup", tool_call_id="c2", content="B"),
         TraceMessage(role="assistant", tool_call=ToolCall(id="c3", name="shout", arguments={"_raw": "not json"})),
-        TraceMessage(role="assistant", tool_call=ToolCall(id="zz", name="other", arguments={}, started_at=at(7))),
+        TraceMessage(  # no model call asked for it: the tool span's own call
+            role="assistant",
+            tool_call=ToolCall(id="zz", name="other", arguments={}, started_at=at(7), from_tool_span=True),
+        ),
         TraceMessage(role="tool", name="other", tool_call_id="zz", content="O"),
     ]
     assert result.output.final_answer == "Looking up."

@@ -101,6 +101,21 @@ def test_supplied_tool_views_are_kept() -> None:
     assert trace.tool_results == []
 
 
+def test_a_tool_call_dumps_from_tool_span_only_when_set() -> None:
+    """A call a model call recorded dumps as before the field existed (stored traces and hashes unchanged)."""
+    recorded = ToolCall(id="c1", name="lookup", arguments={"q": "x"})
+    assert "from_tool_span" not in recorded.model_dump()
+    assert "from_tool_span" not in json.loads(recorded.model_dump_json())
+    assert ToolCall.model_validate_json(recorded.model_dump_json()) == recorded
+    spanned = ToolCall(id="c1", name="lookup", from_tool_span=True)
+    assert spanned.model_dump()["from_tool_span"] is True
+    assert json.loads(spanned.model_dump_json())["from_tool_span"] is True
+    assert ToolCall.model_validate_json(spanned.model_dump_json()) == spanned
+    trace = make_trace(tool_calls=[spanned, recorded])
+    assert [("from_tool_span" in c) for c in json.loads(trace.model_dump_json())["tool_calls"]] == [True, False]
+    assert Trace.model_validate_json(trace.model_dump_json()).tool_calls == [spanned, recorded]
+
+
 def test_error_type_must_be_one_of_four() -> None:
     assert make_trace(error=TraceError(type="http_5xx", message="502")).error is not None
     with pytest.raises(ValidationError, match="timeout"):

@@ -27,7 +27,7 @@ from pydantic_ai import (
     ToolOutput,
 )
 from pydantic_ai.exceptions import ApprovalRequired, ToolFailed
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.profiles import ModelProfile
 
@@ -201,3 +201,41 @@ def test_a_structured_output_in_every_output_mode_is_its_json(
     assert output.final_answer == answer
     value = json.loads(answer)
     assert output.structured == (value if isinstance(value, dict) else None)  # an object only
+
+
+def _per_response_ids(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """A server numbering call ids per response: every turn's call is ``call_0``, for the city the user asked."""
+    last = messages[-1]
+    if isinstance(last, ModelRequest) and any(p.part_kind in ("tool-return", "retry-prompt") for p in last.parts):
+        return ModelResponse(parts=[TextPart("Done.")])
+    asked = next(p.content for p in reversed(last.parts) if isinstance(p, UserPromptPart))
+    city = str(asked).split()[-1].rstrip("?")
+    return ModelResponse(parts=[ToolCallPart("get_weather", {"city": city}, tool_call_id="call_0")])
+
+
+def _only_paris(city: str) -> str:
+    if city != "Paris":
+        raise ModelRetry(f"No weather for {city}")
+    return _sunny(city)
+
+
+def test_a_follow_up_turn_under_a_reused_call_id_judges_its_own_call_only(capture: TraceCapture) -> None:
+    """Turn 2 is sent turn 1's call_0 and its result again; its verdicts are about its own call_0, which failed."""
+    evaltrace.instrument_pydantic_ai()
+    agent = Agent(FunctionModel(_per_response_ids))
+    agent.tool_plain(name="get_weather")(_only_paris)
+
+    async def run() -> None:
+        first = await agent.run("Weather in Paris?")
+        await agent.run("And in London?", message_history=first.all_messages())
+
+    asyncio.run(run())
+    paris, london = _turns(capture)
+    assert [(c.id, c.arguments) for c in paris.tool_calls] == [("call_0", {"city": "Paris"})]
+    assert [r.content for r in paris.tool_results] == ["Sunny in Paris."]
+    assert [(c.id, c.arguments) for c in london.tool_calls] == [("call_0", {"city": "London"})]
+    assert [(r.tool_call_id, r.content) for r in london.tool_results] == [
+        ("call_0", {"error": "No weather for London"})
+    ]
+    (rate,) = evaluate(london, ToolErrorRate(threshold=0.0))
+    assert rate.score == 1.0  # one result judged, this turn's: turn 1's success is not counted again

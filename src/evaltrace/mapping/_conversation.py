@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from evaltrace._internal import semconv as sc
 from evaltrace.mapping import conventions
 from evaltrace.mapping._messages import MessageReader
+from evaltrace.mapping._pairing import answered_calls
 from evaltrace.mapping._spans import attrs, is_llm, is_tool
 from evaltrace.mapping._tools import ToolPlacer
 from evaltrace.schema import ToolCall, ToolResult, TraceMessage, derive_tool_views
@@ -114,6 +115,7 @@ class Conversation:
 
     def add_llm_span(self, span: ReadableSpan) -> None:
         """Append the part of the span's input the conversation does not hold yet, then its output."""
+        self._tools.model_call()
         span_attrs = attrs(span)
         foreign = conventions.foreign_messages(span_attrs, span.events)
         if foreign is not None and not foreign.inputs and sc.INPUT_VALUE in span_attrs:
@@ -145,8 +147,11 @@ class Conversation:
         keys = self._keys()
         fresh, candidate = _fresh_system(candidate, keys)
         wanted = [message_key(m) for m in candidate]
+        repeated = repeated_prefix(keys, wanted)
+        if self._tools.appended and repeated:
+            self._recorded(keys, set(wanted[:repeated]))
         self.messages.extend(fresh)
-        self.messages.extend(candidate[repeated_prefix(keys, wanted) :])
+        self.messages.extend(candidate[repeated:])
         self.messages.extend(outputs)
         self._add_step(span, outputs)
 
@@ -158,6 +163,17 @@ class Conversation:
             if id(adoption.call) in self._own:  # the adopted copy is the call this trace ran; other copies are history
                 self._own.discard(id(adoption.call))
                 self._own.add(id(adoption.copy))
+
+    def _recorded(self, keys: list[str], repeated: set[str]) -> None:
+        """Unmark the calls tool spans appended that a model call's input repeats: a model call recorded them.
+
+        ``keys``: the conversation's message keys; ``repeated``: those of the input's messages it repeats.
+        """
+        appended = self._tools.appended
+        for message, key in zip(self.messages, keys, strict=True):
+            call = message.tool_call
+            if call is not None and call.from_tool_span and id(call) in appended and key in repeated:
+                call.from_tool_span = False
 
     def _add_step(self, span: ReadableSpan, outputs: list[TraceMessage]) -> None:
         self.steps.append((span, outputs))
@@ -179,28 +195,31 @@ class Conversation:
         The result of a call whose tool span failed is an error result (``{"error": ...}``), though the message the
         model was sent for it (a retry prompt, the failure's text) stays in ``messages`` as it was sent.
 
-        Limit: a call whose model call recorded no output (an error, content not captured) and which appears only
-        in a later call's input is not counted, as nothing tells it from history.
+        Each tool message answers the call it follows by position (``_pairing``), never every call under its id:
+        servers that number ids per response (or give none) name an earlier turn's call as this turn's.
+
+        A call whose model call recorded no output counts when a tool span of the trace ran it (that span's call,
+        ``from_tool_span`` unless a later model input recorded it). Limit: such a call with no tool span, which
+        appears only in a later call's input, is not counted, as nothing tells it from history.
         """
         messages = self.messages
         if not messages:
             return [], []
         own = self._own | self._tools.produced
-        ids: set[str] = set()
-        names: set[str] = set()  # of calls without an id (Ollama): their results name the tool instead
+        answering = answered_calls(messages).answers
+        counted: set[int] = set()  # id() of the calls counted
         kept: list[TraceMessage] = []
         for message in messages:
             call = message.tool_call
             if message.role == "tool":
-                answered = message.tool_call_id or (call.id if call is not None else None)
-                if id(message) in own or (answered in ids if answered else message.name in names):
+                # The call it answers by position: an earlier turn's result under a reused id (or tool name,
+                # without ids) answers the earlier turn's call, which is history, never this turn's.
+                answered = answering.get(id(message))
+                if id(message) in own or (answered is not None and id(answered) in counted):
                     kept.append(message)
             elif call is not None and (id(message) in own or id(call) in own):
                 kept.append(message)
-                if call.id:
-                    ids.add(call.id)
-                else:
-                    names.add(call.name)
+                counted.add(id(call))
         calls, results = derive_tool_views(kept)
         errors = self._tools.errors
         if errors:  # one result per tool message, in order: a failed call's is an error, whatever the model was sent

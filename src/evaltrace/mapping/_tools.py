@@ -10,6 +10,7 @@ from opentelemetry.trace import StatusCode
 from evaltrace._internal import semconv as sc
 from evaltrace.mapping import conventions
 from evaltrace.mapping._messages import tool_arguments, tool_content
+from evaltrace.mapping._pairing import answered_calls
 from evaltrace.mapping._spans import MISSING, attrs, compact, json_attr, timestamp
 from evaltrace.schema import ToolCall, TraceMessage
 
@@ -28,7 +29,10 @@ class ToolPlacer:
     def __init__(self, notes: list[str]) -> None:
         self.notes = notes
         self.matched: set[int] = set()  # id() of assistant ToolCalls already claimed by a tool span
-        self.by_id: dict[str, ToolCall] = {}  # claimed calls by their call id
+        # Claimed calls by their call id, with the number of model calls placed when claimed: a span under the
+        # same id after a later model call is that call's (some servers number ids per response), not a re-run.
+        self.by_id: dict[str, tuple[ToolCall, int]] = {}
+        self.model_calls = 0  # model calls placed so far (``model_call``)
         self.answers: dict[int, TraceMessage] = {}  # id() of an appended call -> the result message appended
         self.produced: set[int] = set()  # id() of the result messages tool spans gave (appended or inserted)
         self.pending: list[tuple[ToolCall, Any]] = []
@@ -70,15 +74,18 @@ class ToolPlacer:
             self._mark(matched, failed)
             self.pending.append((matched, result))
             if matched.id:
-                self.by_id[matched.id] = matched
+                self.by_id[matched.id] = (matched, self.model_calls)
             return matched
+        # No model call's output holds it (none recorded one, or the application called the tool): the span's own
+        # call, marked so. A later model input's copy of it takes its place (``adopt``), unmarked.
+        call.from_tool_span = True
         messages.append(TraceMessage(role="assistant", tool_call=call))
         self._mark(call, failed)
         # Claimed at once: a later identical span (a repeated call) is a call of its own, not this one again.
         self.matched.add(id(call))
         self.appended[id(call)] = result
         if call.id:
-            self.by_id[call.id] = call
+            self.by_id[call.id] = (call, self.model_calls)
         if result is not MISSING:
             content = tool_content(result)
             answer = TraceMessage(role="tool", name=call.name, tool_call_id=call.id, content=content)
@@ -143,8 +150,9 @@ class ToolPlacer:
             messages[:] = [m for m in messages if m.tool_call is not mine and m is not answer]
             self.matched.discard(id(mine))
             self.matched.add(id(copy))
-            if self.by_id.get(mine.id or "") is mine:
-                self.by_id[mine.id] = copy  # type: ignore[index]  # mine.id is a non-empty str here
+            claim = self.by_id.get(mine.id or "")
+            if claim is not None and claim[0] is mine:
+                self.by_id[mine.id] = (copy, claim[1])  # type: ignore[index]  # mine.id is a non-empty str here
             copy.started_at = mine.started_at
             if id(mine) in self.failed:
                 self.failed.discard(id(mine))
@@ -178,31 +186,52 @@ class ToolPlacer:
         else:
             self.failed.discard(id(call))
 
-    def _claimed_by_id(self, call: ToolCall) -> ToolCall | None:
-        """The call already claimed under the same id and tool name: a run of it again.
+    def model_call(self) -> None:
+        """Note that a model call was placed: a tool span after it runs a call of a later step."""
+        self.model_calls += 1
 
-        Another tool under a reused id (some servers number ids per response) is a call of its own.
+    def _claimed_by_id(self, call: ToolCall) -> ToolCall | None:
+        """The call already claimed under the same id and tool name with no model call since: a run of it again.
+
+        Another tool under a reused id, or the same tool after a later model call (some servers number ids per
+        response: a later step's ``call_0`` whose model call recorded no output), is a call of its own.
         """
-        claimed = self.by_id.get(call.id) if call.id else None
-        return claimed if claimed is not None and claimed.name == call.name else None
+        claim = self.by_id.get(call.id) if call.id else None
+        if claim is None or claim[0].name != call.name or claim[1] != self.model_calls:
+            return None
+        return claim[0]
 
     def _match(self, messages: list[TraceMessage], call: ToolCall) -> ToolCall | None:
-        """Find the unmatched assistant tool call a tool span executed: same id, else same name and arguments."""
+        """Find the unmatched assistant tool call a tool span executed: same id, else same name and arguments.
+
+        Of several (a reused id, or no ids: an earlier turn's call of the same tool with the same arguments), the
+        first still waiting for its result (the span runs it before its result is sent), else the latest no tool
+        message answers; never one answered already.
+        """
         candidates = [
             m.tool_call
             for m in messages
             if m.role == "assistant" and m.tool_call is not None and id(m.tool_call) not in self.matched
         ]
-        found = next((c for c in candidates if call.id and c.id == call.id), None)
+        same = [c for c in candidates if c.id == call.id] if call.id else []
+        if not same:
+            same = [
+                c
+                for c in candidates
+                if c.name == call.name and c.arguments == call.arguments and not (c.id and call.id)
+            ]
+        if not same:
+            return None
+        # A call a tool message answers already had its result sent before this span ran: an earlier turn's (its
+        # history), not this span's, which is then a call of its own (its model call recorded no output). Of the
+        # others, one still waiting for its result (the first: parallel calls run in order), else the latest: a
+        # user message since closed an earlier one (a call the history left unanswered, asked again).
+        pairing = answered_calls(messages)
+        waiting = {id(c) for c in pairing.open}
+        found = next((c for c in same if id(c) in waiting), None)
         if found is None:
-            found = next(
-                (
-                    c
-                    for c in candidates
-                    if c.name == call.name and c.arguments == call.arguments and not (c.id and call.id)
-                ),
-                None,
-            )
+            unanswered = {id(c) for c in pairing.unanswered}
+            found = next((c for c in reversed(same) if id(c) in unanswered), None)
         if found is not None:
             self.matched.add(id(found))
         return found
@@ -215,11 +244,20 @@ class ToolPlacer:
         asked the model to retry or was given arguments its schema refused did not return, whatever text the model
         got in its place.
         """
+        if not self.pending:
+            return
+        # The tool message answering each call, by position (a reused id's earlier answer is an earlier call's).
+        answers = answered_calls(messages).answers
+        answer_of: dict[int, TraceMessage] = {}  # id() of a call -> the first tool message answering it
+        for message in messages:
+            answered = answers.get(id(message)) if message.role == "tool" else None
+            if answered is not None:
+                answer_of.setdefault(id(answered), message)
         for call, result in self.pending:
             index = next((i for i, m in enumerate(messages) if m.tool_call is call), None)
             if result is MISSING or index is None:
                 continue
-            answer = next((m for m in messages[index + 1 :] if m.role == "tool" and _answers(m, call)), None)
+            answer = answer_of.get(id(call))
             if answer is not None:
                 if id(call) in self.failed:
                     self.errors[id(answer)] = failure(answer.content)
@@ -259,7 +297,3 @@ def _raised(span: ReadableSpan) -> str:
             if kind or message:
                 return str(message or kind)
     return ""
-
-
-def _answers(message: TraceMessage, call: ToolCall) -> bool:
-    return message.tool_call_id == call.id if call.id else message.name == call.name

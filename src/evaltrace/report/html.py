@@ -13,6 +13,7 @@ from typing import Any
 
 from evaltrace._internal import semconv
 from evaltrace._version import __version__
+from evaltrace.mapping._pairing import answered_calls, own_call_messages
 from evaltrace.report.assets import CSS, JS
 from evaltrace.report.chat import chat_messages, span_io
 from evaltrace.report.chat_html import render_bubbles, render_span_chat, render_thinking
@@ -286,18 +287,45 @@ def _message(message: TraceMessage) -> str:
 
 
 def _calls_with_results(trace: Trace) -> list[tuple[Any, Any]]:
-    """Pair each tool call with its result: by call id, else the next unclaimed result of the same tool."""
-    by_id = {r.tool_call_id: r for r in trace.tool_results if r.tool_call_id}
-    unclaimed = [r for r in trace.tool_results if not r.tool_call_id]
+    """Pair each tool call with its result, in order, by the tool message answering it where ``messages`` has one.
+
+    By position, not by id alone (``answered_calls``): servers that number call ids per response give several
+    calls of one trace the same id (an agent loop's ``call_0`` at every step), each with its own result, and a call
+    no tool message answers shows none (not a later call's under its id). A result is taken by the id of the
+    message answering the call (else the call's), else by tool name among results without an id: an adapter or a
+    stored trace may set result views without ids (Gemini, Ollama) for calls that have some.
+    """
+    unclaimed = list(trace.tool_results)
     pairs: list[tuple[Any, Any]] = []
-    for call in trace.tool_calls:
-        result = by_id.get(call.id) if call.id else None
-        if result is None:
-            result = next((r for r in unclaimed if r.name == call.name), None)
-            if result is not None:
-                unclaimed.remove(result)
+    for call, (paired, answer) in zip(trace.tool_calls, _answers(trace), strict=True):
+        result = None
+        if not paired or answer is not None:  # a call its messages hold unanswered has no result
+            call_id = (answer.tool_call_id if answer is not None else None) or call.id
+            if call_id:
+                result = next((r for r in unclaimed if r.tool_call_id == call_id), None)
+            if result is None:
+                result = next((r for r in unclaimed if not r.tool_call_id and r.name == call.name), None)
+        if result is not None:
+            unclaimed.remove(result)
         pairs.append((call, result.content if result is not None else ""))
     return pairs
+
+
+def _answers(trace: Trace) -> list[tuple[bool, TraceMessage | None]]:
+    """For each tool call view: whether ``messages`` pair it (they hold it and some result), and its answer there."""
+    if not any(m.role == "tool" for m in trace.messages):  # no results in the messages: the views alone tell
+        return [(False, None)] * len(trace.tool_calls)
+    messages = [m.model_copy() for m in trace.messages]  # each message once: pairing tells them apart by identity
+    asked = answered_calls(messages).asked
+    answer_of: dict[int, TraceMessage] = {}  # id() of a call's message -> the tool message answering it
+    for message in messages:
+        call_message = asked.get(id(message))
+        if call_message is not None:
+            answer_of[id(call_message)] = message
+    return [
+        (held is not None, answer_of.get(id(held)) if held is not None else None)
+        for held in own_call_messages(messages, trace.tool_calls)
+    ]
 
 
 def _conversation(trace: Trace | None, error: str | None) -> str:

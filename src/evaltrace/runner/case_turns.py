@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from evaltrace.mapping._pairing import answered_calls, own_call_messages
 from evaltrace.schema import (
     Conversation,
     EvalCase,
@@ -65,18 +66,43 @@ def conversation_messages(turns: Sequence[Trace]) -> list[TraceMessage]:
         messages.append(TraceMessage(role="user", content=said if isinstance(said, str) else None))
         # The turn's own tool steps only: an application that sends the earlier turns again with each message
         # would otherwise have their calls counted once per later turn (Trace.tool_calls holds the turn's own).
-        calls = turn.tool_calls
-        results = [(r.tool_call_id, r.content) for r in turn.tool_results]
-        messages.extend(
-            m
-            for m in turn.messages
-            if (m.role == "tool" and (_answered(m), m.content if m.content is not None else "") in results)
-            or (m.role != "tool" and m.tool_call is not None and m.tool_call in calls)
-        )
+        messages.extend(_own_steps(turn))
         if turn.output.final_answer is not None or turn.output.thinking is not None:
             answer = TraceMessage(role="assistant", content=turn.output.final_answer, thinking=turn.output.thinking)
             messages.append(answer)
     return messages
+
+
+def _own_steps(turn: Trace) -> list[TraceMessage]:
+    """The messages of ``turn`` that hold its own tool calls and results (its views), in order.
+
+    Its own calls are found from the end (``own_call_messages``: an earlier turn's call may equal one of them), its
+    results are the tool messages answering them, by position (``answered_calls``), whatever text each holds: a
+    failed call's result view is an error, while its message keeps what the model was sent. A tool message that
+    answers no call counts when it is one of the turn's results (id and content), the latest such first.
+    """
+    # Copies, each message once: pairing tells messages apart by identity, and a Trace built by hand may hold one
+    # message object twice (an earlier turn's step sent again).
+    messages = [m.model_copy() for m in turn.messages]
+    mine = {id(m) for m in own_call_messages(messages, turn.tool_calls) if m is not None}
+    asked = answered_calls(messages).asked
+    loose = [(r.tool_call_id, r.content) for r in turn.tool_results]
+    own: list[TraceMessage] = []
+    for message in reversed(messages):
+        if message.role == "tool":
+            answered = asked.get(id(message))
+            if answered is not None:
+                if id(answered) in mine:
+                    own.append(message)
+                continue
+            said = (_answered(message), message.content if message.content is not None else "")
+            if said in loose:
+                loose.remove(said)
+                own.append(message)
+        elif id(message) in mine:
+            own.append(message)
+    own.reverse()
+    return own
 
 
 def _answered(message: TraceMessage) -> str | None:
@@ -94,9 +120,9 @@ def case_trace(
 ) -> Trace:
     """The case's one trace for a conversation: what trace-scope evaluators, the summary and the stores see.
 
-    Its output is the last answer; its messages the whole conversation (so tool calls of every turn count); its
-    tokens and cost the turns' sums; its time from the first turn's start to the last turn's end; its error the
-    last turn's, or the simulator's. ``extra`` keeps the turn traces (``turns``), the ``session_id`` and what
+    Its output is the last answer; its messages the whole conversation; its tool calls and results every turn's
+    own (so tool calls of every turn count, once each); its tokens and cost the turns' sums; its time from the first
+    turn's start to the last turn's end; its error the last turn's, or the simulator's. ``extra`` keeps the turn traces (``turns``), the ``session_id`` and what
     ended the conversation (``simulated_user``).
     """
     last = turns[-1] if turns else None
@@ -122,6 +148,10 @@ def case_trace(
         input=dict(case.input),
         output=last.output if last is not None else TraceOutput(),
         messages=conversation_messages(turns),
+        # Each turn's own views, as it judged them: a failed call's result is an error result, while the message
+        # the conversation lists for it keeps the text the model was sent.
+        tool_calls=[c for t in turns for c in t.tool_calls],
+        tool_results=[r for t in turns for r in t.tool_results],
         metrics=metrics,
         error=error,
         extra=extra,

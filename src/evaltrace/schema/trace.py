@@ -117,6 +117,19 @@ class ToolCall(SchemaModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     """Parsed arguments; arguments that were not a JSON object are kept as ``{"_raw": <text>}``."""
     started_at: UtcDatetime | None = None
+    from_tool_span: bool = False
+    """True when only the tool span that ran it tells of this call: no model call of the trace recorded asking
+    for it (its model call recorded no output, content capture was off, or the application called the tool
+    itself). Its name, id and arguments are the tool span's (an additive 1.x field)."""
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_from_tool_span(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A call a model call recorded serialises as before this field existed: stored traces, their hashes and
+        # the tool calls a judge is shown stay byte for byte the same.
+        data: dict[str, Any] = handler(self)
+        if data.get("from_tool_span", ...) is False:
+            del data["from_tool_span"]
+        return data
 
 
 class ToolResult(SchemaModel):
@@ -249,7 +262,9 @@ class Trace(VersionedModel):
       messages; supplied lists, empty ones included, are kept as given. The mapping supplies them without the
       calls and results of the history a multi-turn input repeats (a turn's tool calls are the ones it made), and
       with an error result (``{"error": ...}``) for a call whose tool span failed, where ``messages`` keeps the
-      text the model was sent for it; a stored Trace read back keeps them so. Adapters that have no messages may set them too.
+      text the model was sent for it; each result is the one of the call it follows in ``messages`` (call ids
+      repeat across turns on some servers, or are absent), never another call's under the same id. A stored
+      Trace read back keeps them so. Adapters that have no messages may set them too.
     * ``error`` is set if and only if the system raised; its ``type`` is one of the four TraceError types.
     * ``output.thinking`` is never part of ``output.final_answer``.
     """

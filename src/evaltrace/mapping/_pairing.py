@@ -1,0 +1,109 @@
+"""Which call each tool message answers: by position in the conversation, never by call id alone.
+
+Some servers number call ids per response (``call_0`` again in the next turn: Mistral, Ollama, Groq, LiteLLM
+proxies), and Gemini or Ollama calls often have no id at all. An id (or, without one, a tool name) then names
+several calls of one conversation, and a result matched by it alone could be an earlier turn's. A tool message
+answers a call made before it that no earlier tool message answered, the first such call with its id (its tool
+name without an id: parallel calls of one tool are answered in order). A user message closes the calls still
+unanswered before it (the next turn's results are for the next turn's calls); a result that finds no open call
+answers the latest call made before it with its id or name, unless that call has its answer already.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from evaltrace.schema import ToolCall, TraceMessage
+
+
+class Pairing(NamedTuple):
+    """Which call each tool message answers, and the calls left without an answer."""
+
+    answers: dict[int, ToolCall]
+    """``id()`` of each tool message that answers a call -> that call."""
+    asked: dict[int, TraceMessage]
+    """``id()`` of each tool message that answers a call -> the message holding that call."""
+    unanswered: list[ToolCall]
+    """The calls no tool message answers, in message order (those a user message closed included)."""
+    open: list[ToolCall]
+    """The unanswered calls no user message closed since: the ones still waiting for their result."""
+
+
+def _key(call_id: str | None, name: str | None) -> str:
+    return "i" + call_id if call_id else "n" + (name or "")
+
+
+def _take(
+    open_calls: dict[str, list[TraceMessage]], latest: dict[str, TraceMessage], answered: set[int], key: str
+) -> TraceMessage | None:
+    """The first open call under ``key`` (taken: it is answered now), else the latest one if still unanswered.
+
+    A second answer to an answered call (the text a model was sent for a call whose tool span gave an error
+    result already) answers nothing: one call, one result.
+    """
+    waiting = open_calls.get(key)
+    if waiting:
+        return waiting.pop(0)
+    found = latest.get(key)
+    return found if found is not None and id(found) not in answered else None
+
+
+def answered_calls(messages: list[TraceMessage]) -> Pairing:
+    """Pair each tool message of ``messages`` with the call it answers.
+
+    Calls are told apart by the message holding them, not the ToolCall object: a Trace built by hand may hold one
+    object in two messages (an earlier turn's call and this turn's).
+
+    Returns:
+        Each answering tool message's call (and its message), the calls no tool message answers, and those of them
+        still open.
+    """
+    asked: dict[int, TraceMessage] = {}
+    open_calls: dict[str, list[TraceMessage]] = {}
+    latest: dict[str, TraceMessage] = {}
+    asking: list[TraceMessage] = []  # every message holding a call, in order
+    answered: set[int] = set()  # id() of the call messages a tool message answers
+    for message in messages:
+        role = message.role
+        call = message.tool_call
+        if role == "tool":
+            call_id = message.tool_call_id or (call.id if call is not None else None)
+            name = message.name or (call.name if call is not None else None)
+            found = _take(open_calls, latest, answered, _key(call_id, name))
+            if found is None and call_id and name:  # the result has an id its call lacked: its tool name
+                found = _take(open_calls, latest, answered, _key(None, name))
+            if found is not None:
+                asked[id(message)] = found
+                answered.add(id(found))
+        elif call is not None:
+            key = _key(call.id, call.name)
+            open_calls.setdefault(key, []).append(message)
+            latest[key] = message
+            asking.append(message)
+        elif role == "user" and open_calls:
+            open_calls = {}
+    still_open = {id(m) for waiting in open_calls.values() for m in waiting}
+    return Pairing(
+        {answer: found.tool_call for answer, found in asked.items() if found.tool_call is not None},
+        asked,
+        [m.tool_call for m in asking if m.tool_call is not None and id(m) not in answered],
+        [m.tool_call for m in asking if m.tool_call is not None and id(m) in still_open],
+    )
+
+
+def own_call_messages(messages: list[TraceMessage], calls: list[ToolCall]) -> list[TraceMessage | None]:
+    """The message of ``messages`` holding each of ``calls`` (a trace's tool call view, in order); None if none does.
+
+    Matched from the end: a trace's own calls follow the history its input repeats, where an earlier turn's call
+    may equal one of them (servers that number call ids per response name both ``call_0``).
+    """
+    found: list[TraceMessage | None] = [None] * len(calls)
+    at = len(calls) - 1
+    for message in reversed(messages):
+        if at < 0:
+            break
+        call = message.tool_call
+        if message.role != "tool" and call is not None and (call is calls[at] or call == calls[at]):
+            found[at] = message
+            at -= 1
+    return found
