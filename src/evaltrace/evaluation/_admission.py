@@ -131,7 +131,11 @@ def is_trace_root(self: EvaluationSpanProcessor, span: ReadableSpan) -> bool:
 
 
 def submit(self: EvaluationSpanProcessor, job: Job) -> bool:
-    """Admit ``job`` within ``max_queue_size`` and hand it to the engine; False (counted) when full."""
+    """Admit ``job`` within ``max_queue_size`` and hand it to the engine.
+
+    False when it is not queued: the queue is full (counted ``dropped``), the engine refused it, or nothing is
+    left to run in it (below); the caller then forwards its span, as for any span no evaluator runs on.
+    """
     if self._sessions is not None and job.trace_specs:
         try:  # may run on the application's thread (a root's end): our failure never reaches it
             self._split_sessions(self._sessions, job)
@@ -140,6 +144,13 @@ def submit(self: EvaluationSpanProcessor, job: Job) -> bool:
             log_internal_error("finding the session of a completed trace")
             job.trace_specs = [spec for spec in job.trace_specs if spec.scope != "session"]
             job.session_specs, job.session_id = [], None
+        if not (job.specs or job.trace_specs or job.session_specs):
+            # Its only evaluators were session-scope ones drawn out (counted sampled_out there), or a trace with no
+            # session to join: a turn never to be judged takes no queue slot and is never counted dropped. A wait
+            # export sampling holds for a root's own job (gate_held) ends here, before the caller forwards the
+            # span; a deferred job's is ended by submit_trace on this False.
+            self._never_runs(job, semconv.SKIP_SAMPLED_OUT)  # no evaluator left to count: the wait only
+            return False
     with self._slot_lock:
         admitted = self._pending < self.options.max_queue_size
         if admitted:

@@ -18,7 +18,7 @@ from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation._jobs import Job
 from evaltrace.evaluation._session_jobs import SessionJob
-from evaltrace.evaluation._trace_session import sampled_in, session_of, trace_session
+from evaltrace.evaluation._trace_session import drawn_at_join, sampled_in, session_of, trace_session
 from evaltrace.evaluation.completion import CompletionBuffer, OpenTrace
 from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.sessions import DueSession, SessionBuffer
@@ -323,14 +323,22 @@ def settle_one(self: EvaluationSpanProcessor, entry: OpenTrace, *, complete: boo
 def count_incomplete(self: EvaluationSpanProcessor, entry: OpenTrace) -> None:
     """Count ``trace_incomplete`` for the trace-level evaluators that would have run on the given-up trace.
 
-    Its root ended: those admitted then. Else they are decided as at the root's end on what is known now: the
-    live root in process (name and attributes as they are now) for the filters, the trace id for rate
-    sampling (``sampled_out``, ``filtered`` as usual); in the worker, without the root, a filter cannot be
+    Its root ended: those admitted then (a session-scope one left to the draw at the join is drawn now, by the
+    session its spans give: ``sampled_out`` when drawn out). Else they are decided as at the root's end on what is
+    known now: the live root in process (name and attributes as they are now) for the filters, the trace id for
+    rate sampling (``sampled_out``, ``filtered`` as usual); in the worker, without the root, a filter cannot be
     decided and its evaluator is counted as possibly applying.
     """
     if entry.specs:
+        ended: Any = (entry.root.attributes or {}) if entry.root is not None else {}
         for spec in entry.specs:
-            self._stats.not_evaluated(semconv.SKIP_TRACE_INCOMPLETE, spec.evaluator.name)
+            reason = semconv.SKIP_TRACE_INCOMPLETE
+            # Admitted at the root's end for the draw by the session the trace joins (drawn_at_join): never joining
+            # one now, that draw is made here, by the session its spans give, as split_sessions would have made it.
+            if drawn_at_join(spec, ended, None) and not sampled_in(spec, ended, entry.trace_id, trace_session(entry)):
+                self._stats.incr("sampled_out")
+                reason = semconv.SKIP_SAMPLED_OUT
+            self._stats.not_evaluated(reason, spec.evaluator.name)
         return
     root = entry.started
     attributes = dict(root.attributes or {}) if root is not None else {}  # a snapshot: the root still runs
