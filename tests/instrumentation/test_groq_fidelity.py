@@ -142,7 +142,8 @@ async def test_a_document_content_part_is_its_data_as_text(is_async: bool, expor
             "role": "user",
             "parts": [
                 {"type": "text", "content": "What does it cost?"},
-                {"type": "text", "content": '{"dish": "ratatouille", "price": 12}'},
+                # Marked a document (the RAG evaluators' context), its id kept as Groq's ``documents`` ids are.
+                {"type": "text", "content": '{"dish": "ratatouille", "price": 12}', "document": True, "id": "menu"},
             ],
         }
     ]
@@ -213,7 +214,11 @@ def test_a_document_is_its_data_as_written_and_a_key_json_has_not_does_not_fail(
             pass  # the SDK's own JSON encoding of the request may refuse the key: the span has the input all the same
     (span,) = exporter.get_finished_spans()
     given = _attribute_json(span, sc.GEN_AI_INPUT_MESSAGES)
-    assert given[0]["parts"][1] == {"type": "text", "content": '{"dish": "café", "(\'a\', 1)": "tuple key"}'}
+    assert given[0]["parts"][1] == {
+        "type": "text",
+        "content": '{"dish": "café", "(\'a\', 1)": "tuple key"}',
+        "document": True,
+    }
 
 
 def _recorded(body: bytes, stream: bool = False) -> Recorded:
