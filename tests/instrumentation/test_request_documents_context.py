@@ -174,6 +174,7 @@ def test_anthropic_documents_and_search_results_are_the_context(exporter: InMemo
     ]  # fmt: skip
     assert user["parts"][3]["type"] == "uri" and "document" not in user["parts"][3]  # a PDF: no text, no mark
     trace = trace_from_spans(exporter.get_finished_spans())
+    assert question_text(trace) == QUESTION  # the documents sent beside it are not the question
     assert context_chunks(trace) == [
         "Menu\nSoup costs 5 euros.\ncontext: Printed in 2025.",
         "Bread is free.",

@@ -27,6 +27,7 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.jsonutil import capped_json, capped_text
+from evaltrace._internal.openai.parts import DOCUMENT_KEY
 
 Attributes = dict[str, Any]
 
@@ -152,14 +153,21 @@ def json_output_attributes(output_json: str) -> Attributes:
 
 
 def prompt_text(messages: Sequence[Any]) -> str | None:
-    """The text of the last user message that has some; None when no user message has text."""
+    """The text of the last user message that has some; None when no user message has text.
+
+    A document the request sent with the question (a text part marked ``"document": true``) is not its text.
+    """
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "user":
             parts = message.get("parts")
             if not isinstance(parts, list):
                 continue
             # .get: a text part recorded without content (another instrumentation's content-off messages)
-            texts = [p.get("content") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+            texts = [
+                p.get("content")
+                for p in parts
+                if isinstance(p, dict) and p.get("type") == "text" and p.get(DOCUMENT_KEY) is not True
+            ]
             text = "\n\n".join(t for t in texts if isinstance(t, str) and t)
             if text:
                 return text
