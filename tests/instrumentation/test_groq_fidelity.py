@@ -157,13 +157,18 @@ def _sent_and_span(messages: list[ChatCompletionMessageParam], exporter: InMemor
     return span
 
 
-def test_one_user_document_of_text_is_the_input_value_as_text(exporter: InMemorySpanExporter) -> None:
-    """The only user turn's text is ``input.value`` as plain text: not left typed as the first pass's JSON."""
+def test_one_user_document_of_text_is_the_input_value_as_json(exporter: InMemorySpanExporter) -> None:
+    """A lone document is no prompt: ``input.value`` is the messages, typed JSON (no plain text typed JSON either).
+
+    It was the document's text as plain text, which made the document the question a RAG judge read; a document
+    is marked (``"document": true``) and is the judges' context instead.
+    """
     document: ChatCompletionContentPartParam = {"type": "document", "document": {"data": "The menu: soup, 5."}}
     span = _sent_and_span([{"role": "user", "content": [document]}], exporter)
     attrs = span.attributes or {}
-    assert attrs[sc.INPUT_VALUE] == "The menu: soup, 5."
-    assert sc.INPUT_MIME_TYPE not in attrs or attrs[sc.INPUT_MIME_TYPE] != sc.MIME_JSON
+    assert attrs[sc.INPUT_VALUE] == attrs[sc.GEN_AI_INPUT_MESSAGES]
+    assert '"document":true' in str(attrs[sc.INPUT_VALUE])
+    assert attrs[sc.INPUT_MIME_TYPE] == sc.MIME_JSON
 
 
 def test_a_document_in_a_tool_message_keeps_its_tool_call_response(exporter: InMemorySpanExporter) -> None:

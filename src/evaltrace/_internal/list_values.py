@@ -40,8 +40,8 @@ def only_text(message: Any, role: str) -> str | None:
     if type(parts) is not list or len(parts) != 1:
         return None
     part = parts[0]
-    if type(part) is not dict or part.get("type") != "text":
-        return None
+    if type(part) is not dict or part.get("type") != "text" or part.get(DOCUMENT_KEY) is True:
+        return None  # a document sent alone is no prompt: the value is the message, marked as a document
     text = part.get("content")
     return text if type(text) is str else None
 
@@ -172,6 +172,15 @@ def prompt_text(messages: Sequence[Any]) -> str | None:
             if text:
                 return text
     return None
+
+
+def sends_documents(messages: Sequence[Any]) -> bool:
+    """Whether a user message of ``messages`` holds a document (a part marked ``"document": true``)."""
+    return any(
+        isinstance(m, dict) and m.get("role") == "user" and isinstance(parts := m.get("parts"), list)
+        and any(isinstance(p, dict) and p.get(DOCUMENT_KEY) is True for p in parts)
+        for m in messages
+    )  # fmt: skip
 
 
 def request_content_attributes(

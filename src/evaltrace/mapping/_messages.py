@@ -132,10 +132,20 @@ def tool_arguments(value: Any) -> dict[str, Any]:
 
 
 def tool_content(value: Any) -> dict[str, Any] | str:
-    """Return a tool result as message content: strings and objects as they are, anything else as JSON text."""
+    """Return a tool result as message content: strings and objects as they are, anything else as JSON text.
+
+    A result of documents (a Cohere tool's, an Anthropic ``tool_result`` of document blocks) is its parts without
+    their document marker: evaltrace's mark of a request's documents, not the tool's, which a judge is not shown.
+    """
     if isinstance(value, dict | str):
         return value
+    if isinstance(value, list) and any(_is_document(p) for p in value):
+        value = [{k: v for k, v in p.items() if k != DOCUMENT_KEY} if _is_document(p) else p for p in value]
     return "" if value is None else compact(value)
+
+
+def _is_document(part: Any) -> bool:
+    return isinstance(part, dict) and part.get(DOCUMENT_KEY) is True and part.get("type") == "text"
 
 
 def _split_parts(

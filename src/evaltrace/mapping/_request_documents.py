@@ -4,9 +4,10 @@ A request may carry the documents the answer is to rest on: Groq's and Cohere's 
 ``document`` content part (Groq, Cohere) or block (Anthropic), an Anthropic ``search_result`` block. The
 instrumentations record a document as a ``text`` part marked ``"document": true`` (``parts.DOCUMENT_KEY``, with
 its ``title`` / ``id`` / ``context`` when given) and a search result as a ``search_result`` part, in
-``gen_ai.input.messages``. Those of the user (and system) messages are the context a RAG evaluator judges the
-answer against, beside the sources the provider retrieved itself (``_retrieval.provider_sources``). A tool
-message's are not read here: a tool's result is already the evaluators' context, as the model was shown it.
+``gen_ai.input.messages``. Those of every message but a tool's (user, system and assistant messages alike) are
+the context a RAG evaluator judges the answer against, beside the sources the provider retrieved itself
+(``_retrieval.provider_sources``). A tool message's are not read here: a tool's result is already the evaluators'
+context, as the model was shown it.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from evaltrace._internal.openai.parts import DOCUMENT_KEY
 from evaltrace._internal.sources import source_chunk
 from evaltrace.mapping._spans import loads
 
-# What the messages' compact JSON text holds when any part is a document or a search result: a request without
-# either costs two substring searches, never a parse.
-_DOCUMENT = f'"{DOCUMENT_KEY}":true'
+# What the messages' JSON text holds when any part is a document or a search result: a request without either
+# costs two substring searches, never a parse. The key alone (``part_chunk`` reads its value): a span another
+# process wrote may have a space after the colon.
+_DOCUMENT = f'"{DOCUMENT_KEY}":'
 _SEARCH_RESULT = '"search_result"'
 # Which of a document part's keys its chunk shows: the title first, the text, then what the caller said of it.
 _SHOWN = ("title", "context")
@@ -61,10 +63,12 @@ def part_chunk(part: dict[str, Any]) -> str | None:
     text = part.get("content")
     if not isinstance(text, str) or not text.strip():
         return None
-    if text.startswith("{"):
+    if text.startswith(("{", "[")):
         # A document given as data (Groq's ``json`` source, Cohere's ``data``) is its JSON text: its own title and
         # text fields make the chunk when it has a text field; other data is read as the JSON it was sent as.
         data = loads(text)
+        if isinstance(data, dict | list) and not data:
+            return None  # empty data (``data={}``): nothing to judge against
         if isinstance(data, dict) and (chunk := source_chunk(data)) is not None:
             return chunk
     return source_chunk({"content": text, **{key: part[key] for key in _SHOWN if key in part}})
