@@ -4,12 +4,13 @@ Every evaluator is a pure function of ``(trace, case)``: the helpers here only r
 environment. Inputs named in the catalogue (docs/evaluators.md) are found as follows:
 
 * Q (question): ``trace.input`` keys ``question``, ``query``, ``input``, ``prompt``, ``message`` (first present),
-  else the first user message.
+  else the first user message with text of its own (not the documents sent in it: a message of documents only
+  is skipped).
 * EA (expected answer): ``case.expected.facts["expected_answer"]`` (or ``"answer"``), else
   ``case.metadata["expected_answer"]``, else ``case.input["expected_answer"]``.
 * RC (retrieved context): ``trace.input`` keys ``contexts``/``context``, else ``trace.extra["contexts"]`` /
   ``trace.extra["context"]`` (the mapping fills ``contexts`` from retrieval spans' documents), else the tool
-  results' contents.
+  results' contents, then the provider's sources and the documents the requests sent (``extra["provider_sources"]``).
 * AA (actual answer): ``trace.output.final_answer``.
 
 Each evaluator also accepts explicit values or dotted paths in its constructor, which win over these defaults.
