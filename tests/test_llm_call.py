@@ -249,7 +249,8 @@ def test_anthropic_blocks_are_recorded_as_the_anthropic_instrumentation_records_
     assert recorded == json.loads(json.dumps(input_messages({"messages": ANTHROPIC_BLOCKS_CONVERSATION})))
     assistant = recorded[1]["parts"]
     assert [p["type"] for p in assistant] == ["compaction", "server_tool_call", "server_tool_call", "tool_call"]
-    assert recorded[0]["parts"][1] == {"type": "text", "content": "Store credit after."}
+    # A plain-text document: its text, marked a document (the RAG evaluators' context).
+    assert recorded[0]["parts"][1] == {"type": "text", "content": "Store credit after.", "document": True}
     tool, user = recorded[2:]  # the tool results first, in one tool message, as the instrumentation writes them
     assert tool == {
         "role": "tool",

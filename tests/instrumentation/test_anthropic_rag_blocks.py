@@ -49,7 +49,8 @@ def test_search_results_and_content_documents_keep_their_text(exporter: InMemory
     result = {"type": "search_result", "source": SEARCH_RESULT["source"], "title": "Refund policy", "content": joined}
     assert user["parts"] == [
         result,
-        {"type": "text", "content": joined},  # the document's text, as a plain-text document's
+        # The document's text, as a plain-text document's, marked a document with its title (RAG context).
+        {"type": "text", "content": joined, "document": True, "title": "Policy"},
         {"type": "text", "content": "Can I get a refund?"},
     ]
     assert tool == {"role": "tool", "parts": [{"type": "tool_call_response", "id": "toolu_1", "response": [result]}]}
@@ -79,6 +80,6 @@ def test_a_content_document_of_one_string_and_a_search_result_without_text_are_r
     (span,) = exporter.get_finished_spans()
     (user,) = attrs_json(span, "gen_ai.input.messages")
     assert user["parts"] == [
-        {"type": "text", "content": "One plain passage."},
+        {"type": "text", "content": "One plain passage.", "document": True},
         {"type": "search_result", "source": "https://example.invalid/empty", "title": "Empty", "content": ""},
     ]

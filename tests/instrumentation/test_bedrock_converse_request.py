@@ -20,7 +20,9 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from cassettes import ReplayServer  # noqa: E402
+from evaltrace.evaluators._base import context_chunks, question_text  # noqa: E402
 from evaltrace.instrumentation.bedrock import BedrockInstrumentor  # noqa: E402
+from evaltrace.mapping import trace_from_spans  # noqa: E402
 
 NATIVE_OUTPUT = PYDANTIC_AI / "bedrock" / "cassettes" / "test_native_output"
 USER = [{"role": "user", "content": [{"text": "hi"}]}]
@@ -227,6 +229,21 @@ def test_chunked_documents_guarded_images_and_search_results_are_their_own_parts
         {"type": "text", "content": "guarded text"},
         {"type": "search_result", "source": "https://example.com/a", "title": "A page", "content": "found this"},
     ]
+
+
+def test_a_search_result_sent_with_the_question_is_the_rag_context(exporter: InMemorySpanExporter) -> None:
+    """A ``searchResult`` block in a user message is a context chunk (title - source, then its text), not the question."""
+    search = {"searchResult": {"source": "https://cafe.example/menu", "title": "Menu",
+                               "content": [{"text": "Soup costs "}, {"text": "5 euros."}]}}  # fmt: skip
+    content = [search, {"text": "What does soup cost?"}]
+    served = synthetic("m/converse", json.dumps(ANSWER).encode(), [("Content-Type", "application/json")])
+    with ReplayServer([served]) as server:
+        client(server).converse(
+            modelId="us.anthropic.claude-sonnet-4-5-20250929-v1:0", messages=[{"role": "user", "content": content}]
+        )
+    trace = trace_from_spans([only_span(exporter)])
+    assert context_chunks(trace) == ["Menu - https://cafe.example/menu\nSoup costs 5 euros."]
+    assert question_text(trace) == "What does soup cost?"
 
 
 def test_claudes_own_output_config_format_passed_through_asks_for_json(exporter: InMemorySpanExporter) -> None:

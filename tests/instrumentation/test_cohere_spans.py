@@ -399,4 +399,6 @@ def test_a_document_is_its_data_as_written_and_a_key_json_has_not_does_not_fail(
     span = _only_span(exporter)
     tool = _json(span, "gen_ai.input.messages")[2]
     (part,) = tool["parts"]
-    assert part["response"] == [{"type": "text", "content": '{"dish": "café", "(\'a\', 1)": "tuple key"}'}]
+    assert part["response"] == [
+        {"type": "text", "content": '{"dish": "café", "(\'a\', 1)": "tuple key"}', "document": True}
+    ]

@@ -263,3 +263,24 @@ async def test_v1_conversation_id_is_the_gen_ai_conversation_id(
     (span,) = exporter.get_finished_spans()
     assert span.attributes["gen_ai.conversation.id"] == "user-conv-42"
     assert "gen_ai.input.messages" not in span.attributes
+
+
+async def test_v1_documents_are_a_user_message_of_marked_documents(exporter: InMemorySpanExporter) -> None:
+    """v1's ``documents`` (maps of strings) are recorded as v2's: before, they were not recorded at all."""
+    documents = [{"id": "w1", "title": "Forecast", "snippet": "Sunny in Paris."}, {"text": "Wind: light."}]
+    with ReplayServer([made("/v1/chat", _answer())]) as server:
+        await _chat(server.url, False, message="Weather in Paris?", model=MODEL, chat_history=HISTORY[:1],
+                    documents=documents)  # fmt: skip
+        assert server.received[0].json()["documents"] == documents
+    (span,) = exporter.get_finished_spans()
+    assert json.loads(str((span.attributes or {})["gen_ai.input.messages"])) == [
+        {
+            "role": "user",
+            "parts": [
+                {"type": "text", "content": json.dumps(documents[0]), "document": True, "id": "w1"},
+                {"type": "text", "content": json.dumps(documents[1]), "document": True},
+            ],
+        },
+        {"role": "user", "parts": [{"type": "text", "content": "Hi, I'm Ana."}]},
+        {"role": "user", "parts": [{"type": "text", "content": "Weather in Paris?"}]},
+    ]

@@ -135,7 +135,8 @@ async def test_a_document_content_part_is_its_data_as_text(is_async: bool, expor
             "role": "user",
             "parts": [
                 {"type": "text", "content": "What does it cost?"},
-                {"type": "text", "content": '{"dish": "ratatouille", "price": 12}'},
+                # Marked a document (the RAG evaluators' context), its id kept as Groq's ``documents`` ids are.
+                {"type": "text", "content": '{"dish": "ratatouille", "price": 12}', "document": True, "id": "menu"},
             ],
         }
     ]
@@ -149,13 +150,18 @@ def _sent_and_span(messages: list[ChatCompletionMessageParam], exporter: InMemor
     return span
 
 
-def test_one_user_document_of_text_is_the_input_value_as_text(exporter: InMemorySpanExporter) -> None:
-    """The only user turn's text is ``input.value`` as plain text: not left typed as the first pass's JSON."""
+def test_one_user_document_of_text_is_the_input_value_as_json(exporter: InMemorySpanExporter) -> None:
+    """A lone document is no prompt: ``input.value`` is the messages, typed JSON (no plain text typed JSON either).
+
+    It was the document's text as plain text, which made the document the question a RAG judge read; a document
+    is marked (``"document": true``) and is the judges' context instead.
+    """
     document: ChatCompletionContentPartParam = {"type": "document", "document": {"data": "The menu: soup, 5."}}
     span = _sent_and_span([{"role": "user", "content": [document]}], exporter)
     attrs = span.attributes or {}
-    assert attrs[sc.INPUT_VALUE] == "The menu: soup, 5."
-    assert sc.INPUT_MIME_TYPE not in attrs or attrs[sc.INPUT_MIME_TYPE] != sc.MIME_JSON
+    assert attrs[sc.INPUT_VALUE] == attrs[sc.GEN_AI_INPUT_MESSAGES]
+    assert '"document":true' in str(attrs[sc.INPUT_VALUE])
+    assert attrs[sc.INPUT_MIME_TYPE] == sc.MIME_JSON
 
 
 def test_a_document_in_a_tool_message_keeps_its_tool_call_response(exporter: InMemorySpanExporter) -> None:
@@ -206,7 +212,11 @@ def test_a_document_is_its_data_as_written_and_a_key_json_has_not_does_not_fail(
             pass  # the SDK's own JSON encoding of the request may refuse the key: the span has the input all the same
     (span,) = exporter.get_finished_spans()
     given = _attribute_json(span, sc.GEN_AI_INPUT_MESSAGES)
-    assert given[0]["parts"][1] == {"type": "text", "content": '{"dish": "café", "(\'a\', 1)": "tuple key"}'}
+    assert given[0]["parts"][1] == {
+        "type": "text",
+        "content": '{"dish": "café", "(\'a\', 1)": "tuple key"}',
+        "document": True,
+    }
 
 
 _SEARCH = {"results": [{"title": "Weather", "url": "https://w.example", "content": "Sunny", "score": 0.9}]}

@@ -118,8 +118,9 @@ async def test_documents_are_input_and_annotations_are_citations(
             "role": "user",
             "parts": [
                 # Each document's id on its part: the citations name it.
-                {"type": "text", "content": "Soup costs 5 euros.", "id": "menu"},
-                {"type": "text", "content": '{"opens": "9h", "café": true}', "id": "hours"},  # JSON, as written
+                # Marked documents (the RAG evaluators' context, test_request_documents_context.py).
+                {"type": "text", "content": "Soup costs 5 euros.", "document": True, "id": "menu"},
+                {"type": "text", "content": '{"opens": "9h", "café": true}', "document": True, "id": "hours"},
             ],
         },
         {"role": "user", "parts": [{"type": "text", "content": "What does soup cost?"}]},
@@ -148,7 +149,7 @@ def test_documents_without_system_message_come_first(exporter: InMemorySpanExpor
     (span,) = exporter.get_finished_spans()
     assert [m["role"] for m in _json(span, sc.GEN_AI_INPUT_MESSAGES)] == ["user", "user"]
     assert _json(span, sc.GEN_AI_INPUT_MESSAGES)[0]["parts"] == [
-        {"type": "text", "content": "Soup costs 5 euros.", "id": "menu"}
+        {"type": "text", "content": "Soup costs 5 euros.", "document": True, "id": "menu"}
     ]
     assert sc.GROQ_REQUEST_CITATION_OPTIONS not in _attributes(span)
 
@@ -167,7 +168,7 @@ def test_a_document_without_contents_gives_no_part(exporter: InMemorySpanExporte
     first, second = exporter.get_finished_spans()
     assert _json(first, sc.GEN_AI_INPUT_MESSAGES)[0] == {
         "role": "user",
-        "parts": [{"type": "text", "content": "Soup costs 5 euros."}],
+        "parts": [{"type": "text", "content": "Soup costs 5 euros.", "document": True}],
     }
     assert _json(second, sc.GEN_AI_INPUT_MESSAGES) == [
         {"role": "user", "parts": [{"type": "text", "content": "What does soup cost?"}]}

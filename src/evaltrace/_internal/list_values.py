@@ -27,6 +27,7 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.jsonutil import capped_json, capped_text
+from evaltrace._internal.openai.parts import DOCUMENT_KEY
 
 Attributes = dict[str, Any]
 
@@ -39,8 +40,8 @@ def only_text(message: Any, role: str) -> str | None:
     if type(parts) is not list or len(parts) != 1:
         return None
     part = parts[0]
-    if type(part) is not dict or part.get("type") != "text":
-        return None
+    if type(part) is not dict or part.get("type") != "text" or part.get(DOCUMENT_KEY) is True:
+        return None  # a document sent alone is no prompt: the value is the message, marked as a document
     text = part.get("content")
     return text if type(text) is str else None
 
@@ -152,18 +153,34 @@ def json_output_attributes(output_json: str) -> Attributes:
 
 
 def prompt_text(messages: Sequence[Any]) -> str | None:
-    """The text of the last user message that has some; None when no user message has text."""
+    """The text of the last user message that has some; None when no user message has text.
+
+    A document the request sent with the question (a text part marked ``"document": true``) is not its text.
+    """
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "user":
             parts = message.get("parts")
             if not isinstance(parts, list):
                 continue
             # .get: a text part recorded without content (another instrumentation's content-off messages)
-            texts = [p.get("content") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+            texts = [
+                p.get("content")
+                for p in parts
+                if isinstance(p, dict) and p.get("type") == "text" and p.get(DOCUMENT_KEY) is not True
+            ]
             text = "\n\n".join(t for t in texts if isinstance(t, str) and t)
             if text:
                 return text
     return None
+
+
+def sends_documents(messages: Sequence[Any]) -> bool:
+    """Whether a user message of ``messages`` holds a document (a part marked ``"document": true``)."""
+    return any(
+        isinstance(m, dict) and m.get("role") == "user" and isinstance(parts := m.get("parts"), list)
+        and any(isinstance(p, dict) and p.get(DOCUMENT_KEY) is True for p in parts)
+        for m in messages
+    )  # fmt: skip
 
 
 def request_content_attributes(

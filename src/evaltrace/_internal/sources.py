@@ -17,7 +17,8 @@ from collections.abc import Iterable
 from typing import Any
 
 PROVIDER_SOURCES = "provider_sources"
-"""The ``Trace.extra`` key of the sources the mapping found in the model calls' outputs (absent when none)."""
+"""The ``Trace.extra`` key of the sources the mapping found in the model calls' outputs, and of the documents their
+requests sent (``mapping._request_documents``); absent when none."""
 
 # Where a source's text is, in the order read: Gemini/Anthropic/Bedrock ``search_result`` parts hold ``content``,
 # Groq compound and most search APIs ``content``, OpenAI file search ``text``, others a ``snippet`` or one of the

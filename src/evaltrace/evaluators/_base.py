@@ -4,12 +4,13 @@ Every evaluator is a pure function of ``(trace, case)``: the helpers here only r
 environment. Inputs named in the catalogue (docs/evaluators.md) are found as follows:
 
 * Q (question): ``trace.input`` keys ``question``, ``query``, ``input``, ``prompt``, ``message`` (first present),
-  else the first user message.
+  else the first user message with text of its own (not the documents sent in it: a message of documents only
+  is skipped).
 * EA (expected answer): ``case.expected.facts["expected_answer"]`` (or ``"answer"``), else
   ``case.metadata["expected_answer"]``, else ``case.input["expected_answer"]``.
 * RC (retrieved context): ``trace.input`` keys ``contexts``/``context``, else ``trace.extra["contexts"]`` /
   ``trace.extra["context"]`` (the mapping fills ``contexts`` from retrieval spans' documents), else the tool
-  results' contents.
+  results' contents, then the provider's sources and the documents the requests sent (``extra["provider_sources"]``).
 * AA (actual answer): ``trace.output.final_answer``.
 
 Each evaluator also accepts explicit values or dotted paths in its constructor, which win over these defaults.
@@ -26,6 +27,7 @@ from types import ModuleType
 from typing import Any, ClassVar, Literal
 
 from evaltrace._internal import semconv
+from evaltrace._internal.openai.parts import DOCUMENT_KEY
 from evaltrace._internal.sources import PROVIDER_SOURCES, server_result_chunks, unique
 from evaltrace.exceptions import EvaltraceError
 from evaltrace.schema import (
@@ -35,6 +37,7 @@ from evaltrace.schema import (
     EvaluationStatus,
     Trace,
     TraceError,
+    TraceMessage,
     derive_tool_views,
 )
 
@@ -295,12 +298,30 @@ def question_text(trace: Trace, explicit: str | None = None) -> str:
             return as_text(value) or ""
     for message in trace.messages:
         if message.role == "user" and message.content is not None:
-            # The text parts of a message with images or audio, never a dump of its parts (and their payload).
-            return message.text() or ""
+            asked = _asked(message)
+            if asked is not None:  # None: a message of documents only (Groq's, Cohere's ``documents``)
+                return asked
     others = [v for k, v in trace.input.items() if k not in _CONTEXT_KEYS and k not in _EXPECTED_KEYS]
     if len(others) == 1:  # a function called with one argument: that argument is the question
         return as_text(others[0]) or ""
     raise MissingInputError("no question found in trace.input or the user messages")
+
+
+def _asked(message: TraceMessage) -> str | None:
+    """What a user message asks: its text parts but the documents sent in it; None when it holds documents only.
+
+    A message with images or audio gives its text parts, never a dump of its parts (and their payload).
+    """
+    parts = message.content.get("parts") if isinstance(message.content, dict) else None
+    if not isinstance(parts, list) or not any(isinstance(p, dict) and p.get(DOCUMENT_KEY) is True for p in parts):
+        return message.text() or ""
+    texts = [
+        p["content"]
+        for p in parts
+        if isinstance(p, dict) and p.get("type") == "text" and p.get(DOCUMENT_KEY) is not True
+        and isinstance(p.get("content"), str) and p["content"]
+    ]  # fmt: skip
+    return "\n".join(texts) if texts else None
 
 
 def expected_answer(case: EvalCase | None, explicit: str | None = None) -> str:
@@ -346,7 +367,7 @@ def context_chunks(trace: Trace, explicit: str | None = None) -> list[str]:
             chunks = unique(chunks)
     if not chunks:
         raise MissingInputError(
-            "no retrieved context (trace.input['contexts'], tool results, or provider sources with text)"
+            "no retrieved context (trace.input['contexts'], tool results, documents sent, or provider sources with text)"
         )
     return chunks
 

@@ -7,6 +7,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.openai.parts import DOCUMENT_KEY
 from evaltrace._internal.thinking import split_thinking
 from evaltrace.mapping._spans import MISSING, compact, is_truncated, json_attr, loads, note_ignored
 from evaltrace.mapping.conventions import Messages
@@ -131,10 +132,20 @@ def tool_arguments(value: Any) -> dict[str, Any]:
 
 
 def tool_content(value: Any) -> dict[str, Any] | str:
-    """Return a tool result as message content: strings and objects as they are, anything else as JSON text."""
+    """Return a tool result as message content: strings and objects as they are, anything else as JSON text.
+
+    A result of documents (a Cohere tool's, an Anthropic ``tool_result`` of document blocks) is its parts without
+    their document marker: evaltrace's mark of a request's documents, not the tool's, which a judge is not shown.
+    """
     if isinstance(value, dict | str):
         return value
+    if isinstance(value, list) and any(_is_document(p) for p in value):
+        value = [{k: v for k, v in p.items() if k != DOCUMENT_KEY} if _is_document(p) else p for p in value]
     return "" if value is None else compact(value)
+
+
+def _is_document(part: Any) -> bool:
+    return isinstance(part, dict) and part.get(DOCUMENT_KEY) is True and part.get("type") == "text"
 
 
 def _split_parts(
@@ -151,6 +162,7 @@ def _split_parts(
     calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
     others: list[Any] = []
+    documents = False
     parts = [p for p in parts if isinstance(p, dict | str)]  # null or numeric parts carry nothing
     for part in parts:
         kind = part.get("type") if isinstance(part, dict) else None
@@ -158,6 +170,8 @@ def _split_parts(
             texts.append(part)
         elif kind == "text":
             texts.append(str(part.get("content") or ""))
+            if part.get(DOCUMENT_KEY) is True:  # a document the request sent: kept as a part, marked
+                documents = True
         elif kind == "reasoning" or kind == "thinking":  # pydantic-ai names GenAI's reasoning part "thinking"
             if part.get("content"):  # a redacted (encrypted) thinking block has no text to show
                 reasoning.append(str(part["content"]))
@@ -171,7 +185,9 @@ def _split_parts(
             servers.append(_server_response(part))
         else:
             others.append(part)
-    if others:  # a media message keeps its text parts in place among the others
+    # A media message keeps its text parts in place among the others; so does a message with documents, whose
+    # marked parts tell the question apart from the documents sent with it (evaluators' ``question_text``).
+    if others or documents:
         skip = (
             "reasoning",
             "thinking",

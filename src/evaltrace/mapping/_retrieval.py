@@ -10,6 +10,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.sources import PROVIDER_SOURCES as PROVIDER_SOURCES
 from evaltrace._internal.sources import source_chunk, unique
+from evaltrace.mapping._request_documents import request_documents
 from evaltrace.mapping._spans import json_attr, loads
 
 _SEARCH_RESULT = '"search_result"'  # in the output messages' JSON text when any part is one
@@ -62,4 +63,5 @@ def provider_sources(llm_read: Sequence[tuple[ReadableSpan, Mapping[str, Any]]])
                         chunk = source_chunk(found)
                         if chunk is not None:
                             chunks.append(chunk)
+    chunks.extend(request_documents(llm_read))  # and the documents the requests sent (_request_documents)
     return unique(chunks)

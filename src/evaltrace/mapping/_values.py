@@ -100,11 +100,16 @@ def _input(
         # (what Langfuse and Phoenix show), as a pydantic-ai run's messages do, or the request body another
         # instrumentation recorded (OpenInference: Chat ``messages`` or the Responses ``input`` item list, with any
         # images' base64 in it); the question its evaluators read is the last user text in it, never a dump of it.
-        question = list_values.prompt_text(conventions.responses_messages(items) or _chat_messages(items))
+        messages = conventions.responses_messages(items) or _chat_messages(items)
+        question = list_values.prompt_text(messages)
         if question is not None:
             return {"input": question}
         if key == sc.PYDANTIC_AI_ALL_MESSAGES:
             return {}  # the run's messages are the conversation, not its input
+        if list_values.sends_documents(messages):
+            # Documents and no question ("Summarize." as the system prompt): nothing asked, so the evaluators that
+            # need a question do not run (never a judge reading the whole input, documents and markers, as one).
+            return {}
     return value if isinstance(value, dict) else {"input": value}
 
 

@@ -18,6 +18,7 @@ from evaltrace._internal.jsonutil import TRUNCATED_KEY
 from evaltrace._internal.openai.parts import (
     Message,
     Part,
+    document_text_part,
     field,
     reasoning_part,
     text_part,
@@ -178,7 +179,7 @@ def content_part(block: Any) -> Part:
     if btype == "search_result":
         return _search_result_part(block)
     if btype in ("image", "document"):
-        return _media_part(field(block, "source"), "image" if btype == "image" else "document")
+        return _media_part(field(block, "source"), "image") if btype == "image" else _document_part(block)
     if btype == "compaction":  # the summary a compacted conversation goes on from (beta context management)
         content = field(block, "content")
         return {"type": "compaction", "content": content} if isinstance(content, str) else {"type": "compaction"}
@@ -295,6 +296,23 @@ def tool_result_part(block: Any, content: Any) -> Part:
     if field(block, "is_error") is True:
         part["is_error"] = True
     return part
+
+
+def _document_part(block: Any) -> Part:
+    """A ``document`` block: a document text part when its source is text (plain text, text content blocks).
+
+    Marked a document (``parts.DOCUMENT_KEY``), with its ``title`` and ``context`` (what the caller says about
+    it, which the model reads but does not cite): the RAG evaluators' context. A PDF, a URL or a file is a
+    payload-free ``uri`` / ``file`` part, as an image is: no text to judge against.
+    """
+    part = _media_part(field(block, "source"), "document")
+    if part["type"] != "text":
+        return part
+    marked = document_text_part(part["content"], title=field(block, "title"))
+    context = field(block, "context")
+    if isinstance(context, str) and context:
+        marked["context"] = context
+    return marked
 
 
 def _media_part(source: Any, modality: str) -> Part:

@@ -35,13 +35,38 @@ def text_part(content: str) -> Part:
     return {"type": "text", "content": content}
 
 
+DOCUMENT_KEY = "document"
+"""The extra key (``true``) of a text part that is a document the application gave the model to answer from.
+
+A document sent in the request (Groq's and Cohere's ``documents``, a ``document`` content part or block) is the
+model's input, recorded as a ``text`` part so every reader shows it as text; the key tells it apart from the
+user's words, so that the trace mapping can make it the RAG evaluators' context (``mapping._request_documents``).
+"""
+
+
+def document_text_part(content: str, ident: Any = None, title: Any = None) -> Part:
+    """A ``text`` part of a document's text, marked (``DOCUMENT_KEY``), with its ``id`` and ``title`` when given.
+
+    The id and title are extra keys (the text part has no field for them): citations name a document by its id,
+    and the title is the first line of its context chunk.
+    """
+    part = text_part(content)
+    part[DOCUMENT_KEY] = True
+    if isinstance(ident, str) and ident:
+        part["id"] = ident
+    if isinstance(title, str) and title:
+        part["title"] = title
+    return part
+
+
 def document_part(item: Any) -> Part:
-    """A ``document`` content item (``{"document": {"data": ..., "id": ...}}``) -> a text part of its data.
+    """A ``document`` content item (``{"document": {"data": ..., "id": ...}}``) -> a document text part of its data.
 
     Cohere's shape, which groq's document part shares: text data as it is, any other as JSON text, the way it was
-    given (not ASCII-escaped), and never an error (a key JSON cannot have is its ``str``).
+    given (not ASCII-escaped), and never an error (a key JSON cannot have is its ``str``); its ``id`` kept.
     """
-    return text_part(data_text(field(field(item, "document"), "data")))
+    document = field(item, "document")
+    return document_text_part(data_text(field(document, "data")), field(document, "id"))
 
 
 def data_text(data: Any) -> str:

@@ -43,6 +43,7 @@ from evaltrace._internal.openai.parts import (
     Part,
     chat_tool_call_part,
     document_part,
+    document_text_part,
     field,
     reasoning_part,
     text_part,
@@ -118,7 +119,10 @@ def request_attributes(params: dict[str, Any], capture: bool, max_len: int, stre
     if capture:
         attrs.update(
             list_values.request_content_attributes(
-                input_messages(params.get("messages")), None, _tools(params), max_len
+                with_documents(input_messages(params.get("messages")), params.get("documents")),
+                None,
+                _tools(params),
+                max_len,
             )
         )
     return attrs
@@ -155,6 +159,27 @@ def _tools(params: dict[str, Any]) -> list[dict[str, Any]] | None:
 def input_messages(messages: Any) -> list[Message]:
     """The v2 ``messages`` (dicts or SDK message objects) -> GenAI input messages."""
     return [_message(m) for m in messages or ()]
+
+
+def with_documents(messages: list[Message], documents: Any) -> list[Message]:
+    """``messages`` with the request's ``documents`` as one ``user`` message after the system messages.
+
+    Each document (a string, or ``{"data": {...}, "id"?}``) is a document text part (``parts.document_part``: its
+    data as JSON text, its id kept), the RAG evaluators' context. A ``user`` message, as Groq's documents are
+    recorded: they are data the caller gave, not instructions, and the conversation's last user turn stays its
+    question. Only a list or tuple is read: any other iterable would be consumed before the SDK sends it.
+    """
+    if not isinstance(documents, list | tuple):
+        return messages
+    parts = [
+        document_text_part(item) if isinstance(item, str) else document_part({"document": item})
+        for item in documents
+        if isinstance(item, str) or field(item, "data") is not None
+    ]
+    if not parts:
+        return messages
+    first = next((n for n, m in enumerate(messages) if m.get("role") != "system"), len(messages))
+    return [*messages[:first], {"role": "user", "parts": parts}, *messages[first:]]
 
 
 def _message(message: Any) -> Message:

@@ -21,7 +21,7 @@ from typing import Any
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.openai.parts import Message, Part, field, text_part, tool_call_part, tool_response_part
-from evaltrace.instrumentation.cohere.codec import finish_reason, usage_attributes, usage_of
+from evaltrace.instrumentation.cohere.codec import finish_reason, usage_attributes, usage_of, with_documents
 
 _ROLES = {"USER": "user", "CHATBOT": "assistant", "SYSTEM": "system", "TOOL": "tool"}
 
@@ -56,8 +56,14 @@ def _history_message(message: Any) -> Message:
 
 
 def input_messages(params: dict[str, Any]) -> list[Message]:
-    """``chat_history``, then ``tool_results`` (one ``tool`` message), then ``message`` (the user's new turn)."""
+    """``documents`` (one ``user`` message), ``chat_history``, ``tool_results`` (a ``tool`` message), ``message``.
+
+    A v1 document is a map of strings (its text, title, ``id``...): recorded as v2's are (``codec.with_documents``).
+    """
     messages = [_history_message(m) for m in params.get("chat_history") or ()]
+    documents = params.get("documents")
+    if isinstance(documents, list | tuple):
+        messages = with_documents(messages, [{"data": d, "id": field(d, "id")} for d in documents])
     results = params.get("tool_results")
     if results:
         messages.append({"role": "tool", "parts": [_result_part(r) for r in results]})

@@ -4,8 +4,8 @@ A chat completion may be given ``documents`` (``[{"source": {"type": "text", "te
 "data": {...}}, "id"?: ...}]``) beside its messages, for the model to ground its answer on, and ``citation_options``
 (``enabled`` / ``disabled``) to have it cite them. The documents are the model's input like its messages: they are
 recorded as one ``user`` message before the conversation, each document a text part of its contents (text as it
-is, JSON data as JSON text), the part a ``document`` content part of a message becomes (Cohere's and groq's
-``document`` parts, ``parts.document_part``). A ``user`` message, not a ``system`` one: they are data the caller
+is, JSON data as JSON text) marked a document, the part a ``document`` content part of a message becomes (Cohere's
+and groq's ``document`` parts, ``parts.document_part``): the trace mapping makes them the RAG evaluators' context. A ``user`` message, not a ``system`` one: they are data the caller
 supplied, not instructions; after the system messages and before the rest, so the conversation's last user turn
 is still its question.
 
@@ -19,32 +19,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaltrace._internal.openai.parts import Message, Part, data_text, field, text_part
+from evaltrace._internal.openai.parts import Message, Part, data_text, document_text_part, field
 
 _SOURCES = {"document_citation": "document_id", "function_citation": "tool_call_id"}
 """An annotation type -> the key of its object that names what it cites."""
 
 
-def document_text_part(document: Any) -> Part | None:
-    """A request document (``{"source": {...}, "id"?}``) -> a text part of its contents (None: no contents).
+def request_document_part(document: Any) -> Part | None:
+    """A request document (``{"source": {...}, "id"?}``) -> a document text part of its contents (None: none).
 
     A ``text`` source whose ``text`` is no string, or another source without ``data``, gives no part (not a
-    ``"null"`` text). The document's ``id`` is kept as the part's ``id`` (an extra key, as ``citations`` is: the
-    text part has no field for it), so that the citations naming it can be matched to the document they cite.
+    ``"null"`` text). The part is marked a document (``parts.DOCUMENT_KEY``: the RAG evaluators' context), and
+    the document's ``id`` is kept as the part's ``id`` (an extra key, as ``citations`` is: the text part has no
+    field for it), so that the citations naming it can be matched to the document they cite.
     """
     source = field(document, "source")
     text = field(source, "text")
-    if isinstance(text, str):
-        part = text_part(text)
-    else:
+    if not isinstance(text, str):
         data = field(source, "data")
         if field(source, "type") == "text" or data is None:
             return None
-        part = text_part(data_text(data))
-    ident = field(document, "id")
-    if isinstance(ident, str) and ident:
-        part["id"] = ident
-    return part
+        text = data_text(data)
+    return document_text_part(text, field(document, "id"))
 
 
 def documents_message(documents: Any) -> Message | None:
@@ -55,7 +51,7 @@ def documents_message(documents: Any) -> Message | None:
     """
     if not isinstance(documents, list | tuple):
         return None
-    parts = [part for part in map(document_text_part, documents) if part is not None]
+    parts = [part for part in map(request_document_part, documents) if part is not None]
     return {"role": "user", "parts": parts} if parts else None
 
 
