@@ -9,13 +9,13 @@ import json
 from typing import Any
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.openai.builtin import builtin_tool_parts, citations
 from evaltrace._internal.openai.encode import quote_json
 from evaltrace._internal.openai.parts import (
     Message,
     Part,
     chat_tool_call_part,
     field,
-    server_tool_call_part,
     text_part,
     tool_call_part,
     tool_response_part,
@@ -352,7 +352,7 @@ def _responses_item(item: Any) -> Message:
     if item_type in (None, "message"):
         return {"role": field(item, "role") or "user", "parts": _content_parts(field(item, "content"))}
     if isinstance(item_type, str) and item_type.endswith("_call"):  # a built-in tool's call, echoed back as input
-        return {"role": "assistant", "parts": [server_tool_call_part(item_type, field(item, "id"))]}
+        return {"role": "assistant", "parts": builtin_tool_parts(item_type, item)}
     return {"role": "assistant", "parts": [{"type": str(item_type), "id": field(item, "id")}]}
 
 
@@ -367,7 +367,11 @@ def _content_parts(content: Any) -> list[Part]:
 def _content_part(part: Any) -> Part:
     ptype = field(part, "type")
     if ptype in ("text", "input_text", "output_text"):
-        return text_part(field(part, "text") or "")
+        text = text_part(field(part, "text") or "")
+        cited = citations(field(part, "annotations")) if ptype == "output_text" else None
+        if cited:  # an earlier answer echoed back keeps what it cited, as the answer itself recorded it
+            text["citations"] = cited
+        return text
     if ptype == "refusal":
         return {"type": "refusal", "content": field(part, "refusal")}
     if ptype == "image_url":

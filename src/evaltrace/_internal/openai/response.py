@@ -14,6 +14,7 @@ from evaltrace._internal.engine.outcome import Outcome as Outcome
 from evaltrace._internal.engine.outcome import Summary as Summary
 from evaltrace._internal.engine.outcome import Usage as Usage
 from evaltrace._internal.engine.outcome import outcome_attributes as outcome_attributes
+from evaltrace._internal.openai.builtin import add_citations, builtin_tool_parts
 from evaltrace._internal.openai.parts import (
     Message,
     Part,
@@ -22,7 +23,6 @@ from evaltrace._internal.openai.parts import (
     output_message,
     reasoning_extra,
     reasoning_part,
-    server_tool_call_part,
     tool_call_part,
 )
 from evaltrace._internal.openai.parts import field as get
@@ -142,7 +142,9 @@ def _responses_item_parts(item: Any, parts: list[Part]) -> bool:
             if get(content, "type") == "refusal":
                 parts.append({"type": "refusal", "content": get(content, "refusal")})
             else:
+                start = len(parts)
                 parts.extend(assistant_parts(None, get(content, "text")))
+                add_citations(parts, start, get(content, "annotations"))
         return False
     if item_type == "reasoning":
         for entry in [*(get(item, "summary") or ()), *(get(item, "content") or ())]:
@@ -153,7 +155,7 @@ def _responses_item_parts(item: Any, parts: list[Part]) -> bool:
     if item_type == "function_call":
         parts.append(tool_call_part(get(item, "call_id"), get(item, "name"), get(item, "arguments")))
         return True
-    parts.append(server_tool_call_part(str(item_type), get(item, "id")))
+    parts.extend(builtin_tool_parts(str(item_type), item))
     return False
 
 
