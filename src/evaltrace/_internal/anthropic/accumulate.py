@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.anthropic.citations import cited_text_part
 from evaltrace._internal.anthropic.request import REDACTED_REASONING, content_part
 from evaltrace._internal.anthropic.response import output_message, thinking_tokens, usage_of
 from evaltrace._internal.engine.codec import chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.jsonutil import loads_or_raw
-from evaltrace._internal.openai.parts import Part, reasoning_part, text_part
+from evaltrace._internal.openai.parts import Part, reasoning_part
 from evaltrace._internal.openai.parts import field as get
 
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
@@ -25,11 +26,12 @@ _FRAGMENT_FIELDS = {"text_delta": "text", "input_json_delta": "partial_json", "t
 
 
 class _Block:
-    __slots__ = ("fragments", "start")
+    __slots__ = ("citations", "fragments", "start")
 
     def __init__(self, start: Any) -> None:
         self.start = start  # the content_block_start's block: type, and id/name of a tool use
         self.fragments: list[Any] = []  # str; a compaction delta's summary may be None
+        self.citations: list[Any] | None = None  # a text block's ``citations_delta`` citations, in order
 
     def part(self) -> Part:
         btype = get(self.start, "type")
@@ -40,7 +42,9 @@ class _Block:
             return {"type": "compaction", "content": last} if isinstance(last, str) else {"type": "compaction"}
         joined = "".join(self.fragments)
         if btype == "text":
-            return text_part((get(self.start, "text") or "") + joined)
+            given = get(self.start, "citations")  # none or [] as the API starts a block; whole, a replayed one's
+            citations = [*(given or ()), *self.citations] if self.citations is not None else given
+            return cited_text_part((get(self.start, "text") or "") + joined, citations)
         if btype == "thinking":
             return reasoning_part((get(self.start, "thinking") or "") + joined)
         if btype == "redacted_thinking":
@@ -86,11 +90,15 @@ class MessagesAccumulator:
                     block.fragments.append(delta.partial_json)
                 elif dtype == "thinking_delta":
                     block.fragments.append(delta.thinking)
+                elif dtype == "citations_delta":  # one citation of a text block each, in order
+                    if block.citations is None:
+                        block.citations = []
+                    block.citations.append(delta.citation)
                 elif dtype == "compaction_delta" and get(block.start, "type") == "compaction":
                     # A compacted history's summary (beta), each delta the whole of it so far: see part(). Non-beta
                     # event types parse it without the field.
                     block.fragments.append(getattr(delta, "content", None))
-                # signature_delta / citations_delta: nothing the span records
+                # signature_delta: nothing the span records
             return True
         if etype == "content_block_start":
             self.blocks[event.index] = _Block(event.content_block)
