@@ -26,14 +26,14 @@ _FRAGMENT_FIELDS = {"text_delta": "text", "input_json_delta": "partial_json", "t
 
 
 class _Block:
-    __slots__ = ("citations", "fragments", "start")
+    __slots__ = ("fragments", "start")
 
     def __init__(self, start: Any) -> None:
         self.start = start  # the content_block_start's block: type, and id/name of a tool use
         self.fragments: list[Any] = []  # str; a compaction delta's summary may be None
-        self.citations: list[Any] | None = None  # a text block's ``citations_delta`` citations, in order
 
-    def part(self) -> Part:
+    def part(self, cited: list[Any] | None = None) -> Part:
+        """The block's part; ``cited``: a text block's ``citations_delta`` citations, in order."""
         btype = get(self.start, "type")
         if btype == "compaction":  # each delta holds the whole summary so far (None: encrypted only): the last wins,
             if not self.fragments:  # as anthropic's own stream fold sets it
@@ -43,7 +43,7 @@ class _Block:
         joined = "".join(self.fragments)
         if btype == "text":
             given = get(self.start, "citations")  # none or [] as the API starts a block; whole, a replayed one's
-            citations = [*(given or ()), *self.citations] if self.citations is not None else given
+            citations = [*(given or ()), *cited] if cited is not None else given
             return cited_text_part((get(self.start, "text") or "") + joined, citations)
         if btype == "thinking":
             return reasoning_part((get(self.start, "thinking") or "") + joined)
@@ -65,7 +65,7 @@ class _Block:
 class MessagesAccumulator:
     """Accumulates ``RawMessageStreamEvent``s by content block index."""
 
-    __slots__ = ("blocks", "error", "model", "response_id", "stop_reason", "stopped", "usage")
+    __slots__ = ("blocks", "cited", "error", "model", "response_id", "stop_reason", "stopped", "usage")
 
     def __init__(self) -> None:
         self.blocks: dict[int, _Block] = {}
@@ -75,6 +75,14 @@ class MessagesAccumulator:
         self.usage: dict[str, Any] = {}
         self.stopped = False  # message_stop arrived
         self.error: tuple[str, str] | None = None
+        # The text blocks' ``citations_delta`` citations by block index (kept out of ``_Block``: most blocks cite
+        # nothing, and the per-delta path stays as it was).
+        self.cited: dict[int, list[Any]] | None = None
+
+    def _cite(self, index: int, citation: Any) -> None:
+        if self.cited is None:
+            self.cited = {}
+        self.cited.setdefault(index, []).append(citation)
 
     def add(self, event: Any) -> bool:
         """Fold one event in; True for a content delta (output, for time to first chunk)."""
@@ -91,9 +99,7 @@ class MessagesAccumulator:
                 elif dtype == "thinking_delta":
                     block.fragments.append(delta.thinking)
                 elif dtype == "citations_delta":  # one citation of a text block each, in order
-                    if block.citations is None:
-                        block.citations = []
-                    block.citations.append(delta.citation)
+                    self._cite(event.index, delta.citation)
                 elif dtype == "compaction_delta" and get(block.start, "type") == "compaction":
                     # A compacted history's summary (beta), each delta the whole of it so far: see part(). Non-beta
                     # event types parse it without the field.
@@ -217,7 +223,8 @@ class MessagesAccumulator:
 
     def outcome(self) -> Outcome:
         """What the events so far amount to (blocks in index order)."""
-        parts = [self.blocks[i].part() for i in sorted(self.blocks)]
+        cited = self.cited or {}
+        parts = [self.blocks[i].part(cited.get(i)) for i in sorted(self.blocks)]
         return Outcome(
             response_id=self.response_id,
             response_model=self.model,
