@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pydantic
 import pytest
 
 openai = pytest.importorskip("openai")
+# The Responses API came after the oldest supported openai (1.40, CI's oldest-versions step): feature-detected.
+pytest.importorskip("openai.types.responses", reason=f"openai {openai.__version__} has no Responses API")
 
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
@@ -45,6 +48,9 @@ WEB = {"id": "ws_1", "type": "web_search_call", "status": "completed",
        "action": {"type": "search", "query": "refund law EU",
                   "sources": [{"type": "url", "url": "https://europa.eu/refunds"}]}}  # fmt: skip
 ANSWER = "Refunds are accepted within 30 days."
+# An answer no page holds: asserting it survives the cap cannot pass on a marker quoting a page.
+OWN_ANSWER = "You have a month to ask for your money back."
+PAGE = "Refunds are accepted within 30 days. " * 100  # 3,700 characters
 CITED = [
     {"type": "file_citation", "file_id": "file-1", "filename": "refunds.md", "index": 36},
     {"type": "url_citation", "url": "https://europa.eu/refunds", "title": "EU refunds", "start_index": 0,
@@ -96,12 +102,13 @@ def _events(body: dict[str, Any], terminal: bool = True) -> Recorded:
             for step in ("in_progress", "searching", "completed"):
                 events.append({"type": f"response.{kind}.{step}", "output_index": index, "item_id": item["id"]})
         else:
+            (content,) = item["content"]
             where = {"item_id": item["id"], "output_index": index, "content_index": 0}
-            events.append({"type": "response.output_text.delta", **where, "delta": ANSWER, "logprobs": []})
-            for n, annotation in enumerate(CITED):
+            events.append({"type": "response.output_text.delta", **where, "delta": content["text"], "logprobs": []})
+            for n, annotation in enumerate(content["annotations"]):
                 events.append({"type": "response.output_text.annotation.added", **where, "annotation_index": n,
                                "annotation": annotation})  # fmt: skip
-            events.append({"type": "response.output_text.done", **where, "text": ANSWER, "logprobs": []})
+            events.append({"type": "response.output_text.done", **where, "text": content["text"], "logprobs": []})
         events.append({"type": "response.output_item.done", "output_index": index, "item": item})
     if terminal:
         events.append({"type": "response.completed", "response": body})
@@ -114,8 +121,7 @@ def _events(body: dict[str, Any], terminal: bool = True) -> Recorded:
 @pytest.mark.usefixtures("instrumented")
 def test_a_recorded_file_search_keeps_its_queries_and_the_file_it_cited(exporter: InMemorySpanExporter) -> None:
     first, second = load_cassette(FILE_SEARCH)
-    with ReplayServer([first, second]) as srv:
-        client = _client(srv.url)
+    with ReplayServer([first, second]) as srv, _client(srv.url) as client:
         client.responses.create(**first.request_json())
         client.responses.create(**second.request_json())
     spans = [s for s in exporter.get_finished_spans() if s.attributes and "gen_ai.output.messages" in s.attributes]
@@ -141,8 +147,8 @@ def test_search_results_sources_and_citations_are_recorded_and_the_files_texts_a
 ) -> None:
     body = _recorded_response()
     include = ["file_search_call.results", "web_search_call.action.sources"]
-    with ReplayServer([_events(body) if stream else _whole(body)]) as srv:
-        answer = _client(srv.url).responses.create(
+    with ReplayServer([_events(body) if stream else _whole(body)]) as srv, _client(srv.url) as client:
+        answer = client.responses.create(
             model="gpt-4o", input="Refund window?", tools=TOOLS, include=include, stream=stream
         )
         if stream:
@@ -165,8 +171,8 @@ def test_search_results_sources_and_citations_are_recorded_and_the_files_texts_a
     ]  # fmt: skip
     trace = trace_from_spans(exporter.get_finished_spans())
     assert trace.output.final_answer == ANSWER
-    # The file's text, named by its file (its attribute kept as a line); the empty one and the URL-only web
-    # sources have no text to judge against.
+    # The file's text, named by its file (its attributes are metadata, not context); the empty one and the
+    # URL-only web sources have no text to judge against.
     assert context_chunks(trace) == ["refunds.md\nRefunds are accepted within 30 days."]
 
 
@@ -175,32 +181,137 @@ def test_a_stream_cut_before_its_terminal_event_keeps_the_finished_searches_and_
     exporter: InMemorySpanExporter,
 ) -> None:
     body = _recorded_response()
-    with ReplayServer([_events(body, terminal=False)]) as srv:
-        list(_client(srv.url).responses.create(model="gpt-4o", input="Refund window?", tools=TOOLS, stream=True))
+    with ReplayServer([_events(body, terminal=False)]) as srv, _client(srv.url) as client:
+        list(client.responses.create(model="gpt-4o", input="Refund window?", tools=TOOLS, stream=True))
     (message,) = _output(exporter)
     kinds = [(p["type"], p.get("id")) for p in message["parts"]]
-    assert kinds == [("text", None), ("server_tool_call", "fs_1"), ("server_tool_call_response", "fs_1"),
-                     ("server_tool_call", "ws_1"), ("server_tool_call_response", "ws_1")]  # fmt: skip
-    assert [c["type"] for c in message["parts"][0]["citations"]] == ["file_citation", "url_citation"]
-    assert message["parts"][2]["server_tool_call_response"]["results"] == RESULTS
+    # In output order, as a whole response records them: the searches, then the answer they led to.
+    assert kinds == [("server_tool_call", "fs_1"), ("server_tool_call_response", "fs_1"),
+                     ("server_tool_call", "ws_1"), ("server_tool_call_response", "ws_1"), ("text", None)]  # fmt: skip
+    assert [c["type"] for c in message["parts"][-1]["citations"]] == ["file_citation", "url_citation"]
+    assert message["parts"][1]["server_tool_call_response"]["results"] == RESULTS
+
+
+@contextmanager
+def _capped(cap: int) -> Iterator[None]:
+    previous = settings.replace(settings.CaptureSettings(capture_content=True, max_attribute_length=cap))
+    try:
+        yield
+    finally:
+        settings.replace(previous)
+
+
+@pytest.fixture
+def cap_16k() -> Iterator[None]:
+    with _capped(16_384):
+        yield
+
+
+def _pages(n: int, prefix: str = "file") -> list[dict[str, Any]]:
+    """``n`` ranked chunks of a long page, as a file search returns them."""
+    return [{"file_id": f"{prefix}-{k}", "filename": f"{prefix}{k}.md", "score": 1 - k / 100, "text": PAGE}
+            for k in range(n)]  # fmt: skip
+
+
+def _answer_with(*items: dict[str, Any]) -> dict[str, Any]:
+    body = _recorded_response()
+    body["output"] = [*items, dict(MESSAGE, content=[{"type": "output_text", "text": OWN_ANSWER, "annotations": []}])]
+    return body
+
+
+def _responses_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p["server_tool_call_response"] for m in messages for p in m["parts"] if p["type"].endswith("_response")]
+
+
+def _results_of(message: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    return [response["results"] for response in _responses_of([message])]
+
+
+@pytest.mark.usefixtures("instrumented", "cap_16k")
+def test_long_result_texts_keep_half_the_cap_so_the_answer_is_not_lost(exporter: InMemorySpanExporter) -> None:
+    """Twenty long chunks would pass the cap: the whole output, the answer with it, would be a truncation marker."""
+    with ReplayServer([_whole(_answer_with(dict(SEARCH, results=_pages(20))))]) as srv, _client(srv.url) as client:
+        client.responses.create(model="gpt-4o", input="Refund window?", tools=TOOLS)
+    (message,) = _output(exporter)
+    (response,) = _responses_of([message])
+    kept = response["results"]
+    # The best ranked first and whole, within half the cap (the fields, ids and names counted with the texts), the
+    # rest left out and counted.
+    assert [len(r["text"]) for r in kept] == [3_700, 3_700, 8_192 - 2 * 3_700 - sum(len(json.dumps(
+        {k: v for k, v in r.items() if k in ("file_id", "filename", "score")})) for r in kept)]  # fmt: skip
+    assert kept[2]["evaltrace.truncated"] is True and kept[2]["original_lengths"] == {"text": 3_700}
+    assert response["evaltrace.truncated"] is True and response["original_lengths"] == {"results": 20}
+    assert len(json.dumps(kept)) <= 8_192 + 200  # half the cap, the texts' keys and the cut one's marker
+    assert trace_from_spans(exporter.get_finished_spans()).output.final_answer == OWN_ANSWER
+
+
+@pytest.mark.usefixtures("instrumented", "cap_16k")
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "cut-stream"])
+def test_two_searches_in_one_response_share_half_the_cap(exporter: InMemorySpanExporter, stream: bool) -> None:
+    """Each search taking half the cap of its own, two of them filled the output: the answer was lost."""
+    first = dict(SEARCH, results=_pages(20))
+    second = dict(SEARCH, id="fs_2", queries=["refund policy"], results=_pages(20, "other"))
+    body = _answer_with(first, second)
+    served = _events(body, terminal=False) if stream else _whole(body)
+    with ReplayServer([served]) as srv, _client(srv.url) as client:
+        answer = client.responses.create(model="gpt-4o", input="Refund window?", tools=TOOLS, stream=stream)
+        if stream:
+            list(answer)
+    (message,) = _output(exporter)
+    one, two = _responses_of([message])
+    assert [len(r["text"]) for r in one["results"]][:2] == [3_700, 3_700]
+    # The first search's results took the share: the second's are left out, their number said.
+    assert two == {"type": "file_search_call", "results": [], "evaltrace.truncated": True,
+                   "original_lengths": {"results": 20}}  # fmt: skip
+    assert message["parts"][-1]["content"] == OWN_ANSWER
+
+
+@pytest.mark.usefixtures("instrumented", "cap_16k")
+def test_large_result_attributes_count_against_the_share(exporter: InMemorySpanExporter) -> None:
+    """Ten results with a dozen attributes of 500 characters each passed the cap with one search, texts short."""
+    attributes = {f"key{k}": "x" * 500 for k in range(12)}
+    results = [dict(r, text="Refunds within 30 days.", attributes=attributes) for r in _pages(10)]
+    with ReplayServer([_whole(_answer_with(dict(SEARCH, results=results)))]) as srv, _client(srv.url) as client:
+        client.responses.create(model="gpt-4o", input="Refund window?", tools=TOOLS)
+    (message,) = _output(exporter)
+    (kept,) = _results_of(message)
+    assert kept[0]["attributes"] == attributes  # the first fits whole
+    dropped = [r for r in kept if "attributes" not in r]
+    assert dropped and all(r["original_lengths"] == {"attributes": len(json.dumps(attributes))} for r in dropped)
+    assert all(r["text"] == "Refunds within 30 days." for r in kept)  # texts first: what the answer rests on
+    assert trace_from_spans(exporter.get_finished_spans()).output.final_answer == OWN_ANSWER
+
+
+@pytest.mark.usefixtures("instrumented", "cap_16k")
+def test_earlier_searches_sent_back_share_half_the_cap_so_the_question_is_not_lost(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """Each earlier search sent back with its results took half the cap: two turned the whole input into a marker."""
+    question = "And for a gift I was given?"
+    earlier = [
+        {"role": "user", "content": "Refund window?"},
+        dict(SEARCH, results=_pages(20)),
+        dict(MESSAGE, content=[{"type": "output_text", "text": OWN_ANSWER, "annotations": []}]),
+        {"role": "user", "content": "And after a month?"},
+        dict(SEARCH, id="fs_2", results=_pages(20, "other")),
+        dict(MESSAGE, id="msg_2", content=[{"type": "output_text", "text": "Store credit.", "annotations": []}]),
+        {"role": "user", "content": question},
+    ]
+    with ReplayServer([_whole(_answer_with())]) as srv, _client(srv.url) as client:
+        client.responses.create(model="gpt-4o", input=earlier, tools=TOOLS)  # type: ignore[arg-type]
+    history = _output(exporter, "gen_ai.input.messages")
+    assert history[-1] == {"role": "user", "parts": [{"type": "text", "content": question}]}
+    one, two = _responses_of(history)
+    assert len(one["results"][0]["text"]) == 3_700
+    assert two["results"] == [] and two["original_lengths"] == {"results": 20}
 
 
 @pytest.mark.usefixtures("instrumented")
-def test_long_result_texts_keep_half_the_cap_so_the_answer_is_not_lost(exporter: InMemorySpanExporter) -> None:
-    """Twenty long chunks would pass the cap: the whole output, the answer with it, would be a truncation marker."""
-    body = _recorded_response()
-    page = "Refunds are accepted within 30 days. " * 100  # 3,700 characters
-    results = [{"file_id": f"file-{n}", "filename": f"f{n}.md", "score": 1 - n / 100, "text": page} for n in range(20)]
-    body["output"] = [dict(SEARCH, results=results), MESSAGE]
-    previous = settings.replace(settings.CaptureSettings(capture_content=True, max_attribute_length=16_384))
-    try:
-        with ReplayServer([_whole(body)]) as srv:
-            _client(srv.url).responses.create(model="gpt-4o", input="Refund window?", tools=TOOLS)
-    finally:
-        settings.replace(previous)
+def test_without_a_cap_every_result_text_is_kept_whole(exporter: InMemorySpanExporter) -> None:
+    """``max_attribute_length=0`` records values uncapped: the results too."""
+    with _capped(0):
+        with ReplayServer([_whole(_answer_with(dict(SEARCH, results=_pages(20))))]) as srv, _client(srv.url) as c:
+            c.responses.create(model="gpt-4o", input="Refund window?", tools=TOOLS)
     (message,) = _output(exporter)
-    kept = message["parts"][1]["server_tool_call_response"]["results"]
-    assert sum(len(r["text"]) for r in kept) == 8_192  # half of the cap, the best ranked first and whole
-    assert [len(r["text"]) for r in kept[:3]] == [3_700, 3_700, 792]
-    assert kept[2]["evaltrace.truncated"] is True and kept[2]["original_lengths"] == {"text": 3_700}
-    assert message["parts"][-1]["content"] == ANSWER
+    (kept,) = _results_of(message)
+    assert [r["text"] for r in kept] == [PAGE] * 20 and not any("evaltrace.truncated" in r for r in kept)

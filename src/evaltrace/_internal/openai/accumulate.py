@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Protocol
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import add_each, chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
-from evaltrace._internal.openai.builtin import add_citations, builtin_tool_parts
+from evaltrace._internal.openai.builtin import ResultsBudget, add_citations, builtin_tool_parts
 from evaltrace._internal.openai.parts import Part, assistant_parts, output_message, reasoning_extra, tool_call_part
 from evaltrace._internal.openai.parts import field as get
 from evaltrace._internal.openai.response import (
@@ -423,8 +423,11 @@ class ResponsesAccumulator:
             return responses_outcome(self.final)
         parts: list[Part] = assistant_parts("".join(self.reasoning) or None, "".join(self.text), "".join(self.refusal))
         add_citations(parts, 0, self.annotations)
-        for item in self.builtin:
-            parts.extend(builtin_tool_parts(str(get(item, "type")), item))
+        if self.builtin:  # after the reasoning, before the answer: the order of a whole response's output items
+            budget = ResultsBudget()
+            tools = [part for item in self.builtin for part in builtin_tool_parts(str(get(item, "type")), item, budget)]
+            at = 1 if parts and parts[0].get("type") == "reasoning" else 0
+            parts[at:at] = tools
         for call in self.calls.values():
             parts.append(tool_call_part(call.call_id, call.name, "".join(call.arguments)))
         snapshot = self.snapshot

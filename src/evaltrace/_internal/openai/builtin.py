@@ -9,10 +9,14 @@ named by the item type (conventions.md 6.3), as every other provider's server to
   ``{"type": "web_search_call", "sources": [{"type": "url", "url"}]}``;
 * a file search's ``queries`` are its ``arguments``; its ``results`` (asked with
   ``include=["file_search_call.results"]``: ``file_id``, ``filename``, ``score``, ``text``, ``attributes``) are its
-  ``server_tool_call_response``, ``{"type": "file_search_call", "results": [...]}``. The results' texts together
-  keep at most ``1/RESULTS_SHARE`` of the attribute cap (the ranked first whole, a text cut marked as a capped
-  value is): twenty chunks of a file would otherwise pass the cap, and the whole output attribute, the answer
-  with it, would become a truncation marker.
+  ``server_tool_call_response``, ``{"type": "file_search_call", "results": [...]}``. All the results of one
+  messages list (every search of a response, or every earlier search a request sends back) keep at most
+  ``1/RESULTS_SHARE`` of the attribute cap together, counted by a :class:`ResultsBudget`: each result's fields
+  and ``attributes`` as their JSON, its text by length. The ranked first are kept whole; a text cut, or
+  ``attributes`` dropped, is marked as a capped value is, and once the share is spent the remaining results are
+  left out, the response marked with their number (``original_lengths: {"results": n}``). Twenty chunks of a file, or two such searches, would
+  otherwise pass the cap, and the whole attribute, the answer or the question with it, would become a
+  truncation marker.
 
 Both are what the model was given, so the trace mapping pairs the response with its call (by the item's ``id``)
 as a tool result, and the evaluators read a result of these exact types source by source
@@ -26,6 +30,7 @@ page's title, else the file's name), ``start_index`` / ``end_index`` (the cited 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from evaltrace._internal import settings
@@ -33,7 +38,7 @@ from evaltrace._internal.jsonutil import TRUNCATED_KEY
 from evaltrace._internal.openai.parts import Part, field
 
 RESULTS_SHARE = 2
-"""The share of ``max_attribute_length`` a file search's result texts keep together (half of it)."""
+"""The share of ``max_attribute_length`` the file search results of one messages list keep together (half)."""
 
 _RESULT_KEYS = ("file_id", "filename", "score", "text", "attributes")
 _ACTION_KEYS = ("type", "query", "queries", "url", "pattern")
@@ -43,8 +48,28 @@ _CITATION_KEYS = (("type", "type"), ("url", "source"), ("file_id", "source"), ("
                   ("end_index", "end_index"), ("index", "index"))  # fmt: skip
 
 
-def builtin_tool_parts(item_type: str, item: Any) -> list[Part]:
-    """A built-in tool's output item -> its ``server_tool_call`` part and, when it carries them, its results."""
+class ResultsBudget:
+    """What is left of the share of the cap the file search results of one messages list keep together.
+
+    One is made per messages list (a response's output, a request's input) and passed to every
+    :func:`builtin_tool_parts` of it, so that many searches share one budget rather than each taking a share.
+    """
+
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        cap = settings.current.max_attribute_length
+        self.left = cap // RESULTS_SHARE if cap and cap > 0 else -1  # -1: no cap (0 or less keeps all, as the cap)
+
+
+def builtin_tool_parts(item_type: str, item: Any, budget: ResultsBudget | None = None) -> list[Part]:
+    """A built-in tool's output item -> its ``server_tool_call`` part and, when it carries them, its results.
+
+    Args:
+        item_type: The item's ``type``.
+        item: The output item (an SDK model or a dict).
+        budget: The messages list's :class:`ResultsBudget` (a fresh one when not given: one item alone).
+    """
     call: dict[str, Any] = {"type": item_type}
     response: dict[str, Any] | None = None
     if item_type == "web_search_call":
@@ -61,7 +86,12 @@ def builtin_tool_parts(item_type: str, item: Any) -> list[Part]:
             call["arguments"] = {"queries": list(queries)}
         results = field(item, "results")
         if results is not None:
-            response = {"type": item_type, "results": _results(results)}
+            given = list(results)
+            kept = _results(given, budget or ResultsBudget())
+            response = {"type": item_type, "results": kept}
+            if len(kept) < len(given):  # the share spent: the rest are left out, their number said
+                response[TRUNCATED_KEY] = True
+                response["original_lengths"] = {"results": len(given)}
     item_id = field(item, "id")
     parts: list[Part] = [{"type": "server_tool_call", "id": item_id, "name": item_type, "server_tool_call": call}]
     if response is not None:
@@ -69,25 +99,44 @@ def builtin_tool_parts(item_type: str, item: Any) -> list[Part]:
     return parts
 
 
-def _results(results: Any) -> list[dict[str, Any]]:
-    """A file search's results, each with the fields given, their texts within the share of the cap (in order)."""
-    cap = settings.current.max_attribute_length
-    left = cap // RESULTS_SHARE if cap and cap > 0 else -1  # -1: no cap
+def _results(results: Any, budget: ResultsBudget) -> list[dict[str, Any]]:
+    """A file search's results, each with the fields given, within what ``budget`` has left (in rank order)."""
     out: list[dict[str, Any]] = []
     for result in results:
+        if budget.left == 0:  # spent (the cap is on): a result cut to nothing would still cost its fields
+            break
         entry = _present(result, _RESULT_KEYS)
         attributes = entry.get("attributes")
         if attributes is not None and not isinstance(attributes, dict):
-            entry["attributes"] = dict(attributes)
-        text = entry.get("text")
-        if left >= 0 and isinstance(text, str):
-            if len(text) > left:
-                entry["text"] = text[:left]
-                entry[TRUNCATED_KEY] = True
-                entry["original_lengths"] = {"text": len(text)}
-            left = max(left - len(text), 0)
+            entry["attributes"] = attributes = dict(attributes)
+        if budget.left >= 0:
+            _within(entry, budget)
         out.append(entry)
     return out
+
+
+def _within(entry: dict[str, Any], budget: ResultsBudget) -> None:
+    """Cut ``entry`` to what ``budget`` has left: its fields and text first, then its ``attributes`` if they fit."""
+    text = entry.get("text")
+    attributes = entry.pop("attributes", None)
+    given = {key: value for key, value in entry.items() if key != "text"}
+    budget.left = max(budget.left - len(json.dumps(given, default=str)), 0)  # the id, name, score and keys
+    cut: dict[str, int] = {}
+    if isinstance(text, str):
+        if len(text) > budget.left:
+            entry["text"] = text[: budget.left]
+            cut["text"] = len(text)
+        budget.left = max(budget.left - len(text), 0)
+    if attributes is not None:
+        size = len(json.dumps(attributes, default=str))
+        if size <= budget.left:
+            entry["attributes"] = attributes
+            budget.left -= size
+        else:  # metadata, of no use cut: dropped whole, its size said
+            cut["attributes"] = size
+    if cut:
+        entry[TRUNCATED_KEY] = True
+        entry["original_lengths"] = cut
 
 
 def citations(annotations: Any) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from evaltrace._internal import semconv as sc
-from evaltrace._internal.openai.builtin import builtin_tool_parts, citations
+from evaltrace._internal.openai.builtin import ResultsBudget, builtin_tool_parts, citations
 from evaltrace._internal.openai.encode import quote_json
 from evaltrace._internal.openai.parts import (
     Message,
@@ -265,7 +265,8 @@ def input_messages(kind: EndpointKind, params: dict[str, Any]) -> list[Message]:
     items = params.get("input")
     if isinstance(items, str):
         return [{"role": "user", "parts": [text_part(items)]}]
-    return [_responses_item(item) for item in items or ()]
+    budget = ResultsBudget()  # one for the whole input: every earlier search sent back shares it
+    return [_responses_item(item, budget) for item in items or ()]
 
 
 def embedding_inputs(params: dict[str, Any]) -> list[Any] | None:
@@ -339,7 +340,7 @@ def _chat_message(message: Any) -> Message:
     return out
 
 
-def _responses_item(item: Any) -> Message:
+def _responses_item(item: Any, budget: ResultsBudget) -> Message:
     item_type = field(item, "type")
     if item_type == "function_call":
         part = tool_call_part(field(item, "call_id"), field(item, "name"), field(item, "arguments"))
@@ -352,7 +353,7 @@ def _responses_item(item: Any) -> Message:
     if item_type in (None, "message"):
         return {"role": field(item, "role") or "user", "parts": _content_parts(field(item, "content"))}
     if isinstance(item_type, str) and item_type.endswith("_call"):  # a built-in tool's call, echoed back as input
-        return {"role": "assistant", "parts": builtin_tool_parts(item_type, item)}
+        return {"role": "assistant", "parts": builtin_tool_parts(item_type, item, budget)}
     return {"role": "assistant", "parts": [{"type": str(item_type), "id": field(item, "id")}]}
 
 
