@@ -23,6 +23,8 @@ from anthropic_replay import MODEL, fixture_json, message_events  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from cassettes import Recorded, ReplayServer  # noqa: E402
+from evaltrace.evaluators._base import MissingInputError, context_chunks  # noqa: E402
+from evaltrace.mapping import trace_from_spans  # noqa: E402
 
 WEB = {"type": "web_search_result_location", "cited_text": "Refunds within 30 days.", "url": "https://a.example/r",
        "title": "Refunds", "encrypted_index": "Eo8BCioIAhgBIiQ2"}  # fmt: skip
@@ -85,8 +87,7 @@ def test_each_text_block_keeps_what_it_cited(exporter: InMemorySpanExporter, str
     served = Recorded("POST", "/v1/messages", b"", 200, "OK", [("content-type", kind)],
                       body if isinstance(body, bytes) else body.encode())  # fmt: skip
     ask = [{"role": "user", "content": "Can I get a refund?"}]
-    with ReplayServer([served]) as srv:
-        client = anthropic.Anthropic(api_key="x", base_url=srv.url, max_retries=0)
+    with ReplayServer([served]) as srv, anthropic.Anthropic(api_key="x", base_url=srv.url, max_retries=0) as client:
         answer = client.messages.create(model=MODEL, max_tokens=256, messages=ask, stream=stream)
         if stream:
             list(answer)
@@ -103,10 +104,23 @@ def test_an_answer_echoed_back_keeps_its_citations(exporter: InMemorySpanExporte
                       json.dumps(fixture_json("text.json")).encode())  # fmt: skip
     history = [{"role": "user", "content": "Can I get a refund?"}, {"role": "assistant", "content": CONTENT},
                {"role": "user", "content": "Thanks."}]  # fmt: skip
-    with ReplayServer([served]) as srv:
-        anthropic.Anthropic(api_key="x", base_url=srv.url, max_retries=0).messages.create(
-            model=MODEL, max_tokens=256, messages=history
-        )
+    with ReplayServer([served]) as srv, anthropic.Anthropic(api_key="x", base_url=srv.url, max_retries=0) as client:
+        client.messages.create(model=MODEL, max_tokens=256, messages=history)
     (span,) = exporter.get_finished_spans()
     _, assistant, _ = json.loads(str(span.attributes["gen_ai.input.messages"]))  # type: ignore[index]
     assert assistant["parts"] == RECORDED
+
+
+@pytest.mark.usefixtures("anthropic_instrumented")
+def test_cited_text_is_the_answers_evidence_never_context(exporter: InMemorySpanExporter) -> None:
+    """What a citation quotes is the model's pointer into a source, not a source the model was given: judging an
+    answer's faithfulness against its own quotes would pass any answer that cites."""
+    served = Recorded("POST", "/v1/messages", b"", 200, "OK", [("content-type", "application/json")],
+                      json.dumps(_message()).encode())  # fmt: skip
+    ask = [{"role": "user", "content": "Can I get a refund?"}]
+    with ReplayServer([served]) as srv, anthropic.Anthropic(api_key="x", base_url=srv.url, max_retries=0) as client:
+        client.messages.create(model=MODEL, max_tokens=256, messages=ask)
+    trace = trace_from_spans(exporter.get_finished_spans())
+    assert trace.output.final_answer == "\n".join(block["text"] for block in CONTENT)  # the text parts, joined
+    with pytest.raises(MissingInputError):  # no context to judge against: the quotes are not one
+        context_chunks(trace)
