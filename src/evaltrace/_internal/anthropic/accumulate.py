@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.anthropic.citations import cited_text_part
 from evaltrace._internal.anthropic.request import REDACTED_REASONING, content_part
 from evaltrace._internal.anthropic.response import output_message, thinking_tokens, usage_of
 from evaltrace._internal.engine.codec import chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.jsonutil import loads_or_raw
-from evaltrace._internal.openai.parts import Part, reasoning_part, text_part
+from evaltrace._internal.openai.parts import Part, reasoning_part
 from evaltrace._internal.openai.parts import field as get
 
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
@@ -31,7 +32,8 @@ class _Block:
         self.start = start  # the content_block_start's block: type, and id/name of a tool use
         self.fragments: list[Any] = []  # str; a compaction delta's summary may be None
 
-    def part(self) -> Part:
+    def part(self, cited: list[Any] | None = None) -> Part:
+        """The block's part; ``cited``: a text block's ``citations_delta`` citations, in order."""
         btype = get(self.start, "type")
         if btype == "compaction":  # each delta holds the whole summary so far (None: encrypted only): the last wins,
             if not self.fragments:  # as anthropic's own stream fold sets it
@@ -40,7 +42,9 @@ class _Block:
             return {"type": "compaction", "content": last} if isinstance(last, str) else {"type": "compaction"}
         joined = "".join(self.fragments)
         if btype == "text":
-            return text_part((get(self.start, "text") or "") + joined)
+            given = get(self.start, "citations")  # none or [] as the API starts a block; whole, a replayed one's
+            citations = [*(given or ()), *cited] if cited is not None else given
+            return cited_text_part((get(self.start, "text") or "") + joined, citations)
         if btype == "thinking":
             return reasoning_part((get(self.start, "thinking") or "") + joined)
         if btype == "redacted_thinking":
@@ -61,7 +65,7 @@ class _Block:
 class MessagesAccumulator:
     """Accumulates ``RawMessageStreamEvent``s by content block index."""
 
-    __slots__ = ("blocks", "error", "model", "response_id", "stop_reason", "stopped", "usage")
+    __slots__ = ("blocks", "cited", "error", "model", "response_id", "stop_reason", "stopped", "usage")
 
     def __init__(self) -> None:
         self.blocks: dict[int, _Block] = {}
@@ -71,6 +75,14 @@ class MessagesAccumulator:
         self.usage: dict[str, Any] = {}
         self.stopped = False  # message_stop arrived
         self.error: tuple[str, str] | None = None
+        # The text blocks' ``citations_delta`` citations by block index (kept out of ``_Block``: most blocks cite
+        # nothing, and the per-delta path stays as it was).
+        self.cited: dict[int, list[Any]] | None = None
+
+    def _cite(self, index: int, citation: Any) -> None:
+        if self.cited is None:
+            self.cited = {}
+        self.cited.setdefault(index, []).append(citation)
 
     def add(self, event: Any) -> bool:
         """Fold one event in; True for a content delta (output, for time to first chunk)."""
@@ -86,11 +98,13 @@ class MessagesAccumulator:
                     block.fragments.append(delta.partial_json)
                 elif dtype == "thinking_delta":
                     block.fragments.append(delta.thinking)
+                elif dtype == "citations_delta":  # one citation of a text block each, in order
+                    self._cite(event.index, delta.citation)
                 elif dtype == "compaction_delta" and get(block.start, "type") == "compaction":
                     # A compacted history's summary (beta), each delta the whole of it so far: see part(). Non-beta
                     # event types parse it without the field.
                     block.fragments.append(getattr(delta, "content", None))
-                # signature_delta / citations_delta: nothing the span records
+                # signature_delta: nothing the span records
             return True
         if etype == "content_block_start":
             self.blocks[event.index] = _Block(event.content_block)
@@ -209,7 +223,8 @@ class MessagesAccumulator:
 
     def outcome(self) -> Outcome:
         """What the events so far amount to (blocks in index order)."""
-        parts = [self.blocks[i].part() for i in sorted(self.blocks)]
+        cited = self.cited or {}
+        parts = [self.blocks[i].part(cited.get(i)) for i in sorted(self.blocks)]
         return Outcome(
             response_id=self.response_id,
             response_model=self.model,

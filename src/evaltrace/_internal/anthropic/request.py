@@ -14,6 +14,7 @@ from typing import Any, get_origin
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal import settings
+from evaltrace._internal.anthropic.citations import cited_text_part
 from evaltrace._internal.jsonutil import TRUNCATED_KEY
 from evaltrace._internal.openai.parts import (
     Message,
@@ -169,7 +170,7 @@ def content_part(block: Any) -> Part:
     """One content block (request or response) -> one GenAI part."""
     btype = field(block, "type")
     if btype == "text":
-        return text_part(field(block, "text") or "")
+        return cited_text_part(field(block, "text") or "", field(block, "citations"))
     if btype == "thinking":
         return reasoning_part(field(block, "thinking") or "")
     if btype == "redacted_thinking":

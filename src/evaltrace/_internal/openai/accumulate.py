@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Protocol
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import add_each, chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
+from evaltrace._internal.openai.builtin import ResultsBudget, add_citations, builtin_tool_parts
 from evaltrace._internal.openai.parts import Part, assistant_parts, output_message, reasoning_extra, tool_call_part
 from evaltrace._internal.openai.parts import field as get
 from evaltrace._internal.openai.response import (
@@ -310,6 +311,12 @@ class ChatAccumulator:
 _TEXT_DELTA = "response.output_text.delta"
 _REASONING_DELTAS = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
 _ARGS_DELTA = "response.function_call_arguments.delta"
+# The items the deltas build already; any other finished item is a built-in tool's (see ``builtin_tool_parts``).
+_OWN_ITEMS = frozenset({"message", "reasoning", "function_call"})
+_KEPT_EVENTS = frozenset({
+    "response.output_item.added", "response.output_item.done", "response.output_text.annotation.added",
+    "response.created", "error",
+})  # fmt: skip
 # Terminal event -> end reason (a ``response.failed`` stream is also a failure: see ``failure``).
 _FINAL = {
     "response.completed": sc.STREAM_END_EXHAUSTED,
@@ -321,7 +328,18 @@ _FINAL = {
 class ResponsesAccumulator:
     """Accumulates Responses stream events; the terminal event's full ``response`` wins when it arrives."""
 
-    __slots__ = ("calls", "error", "final", "reasoning", "refusal", "snapshot", "terminal", "text")
+    __slots__ = (
+        "annotations",
+        "builtin",
+        "calls",
+        "error",
+        "final",
+        "reasoning",
+        "refusal",
+        "snapshot",
+        "terminal",
+        "text",
+    )
 
     def __init__(self) -> None:
         self.text: list[str] = []
@@ -332,6 +350,10 @@ class ResponsesAccumulator:
         self.terminal = sc.STREAM_END_TRUNCATED  # the end reason, until a terminal event arrives
         self.snapshot: Any = None
         self.error: tuple[str, str] | None = None  # (error.type, message) of an ``error`` event
+        # For a stream cut before its terminal event: the answer's annotations and the built-in tools' finished
+        # items (a web or file search, with what it found), as ``response.output_item.done`` gives them whole.
+        self.annotations: list[Any] = []
+        self.builtin: list[Any] = []
 
     def add(self, chunk: Any) -> bool:
         """Fold one event in; True for ``*.delta`` events (output)."""
@@ -347,23 +369,33 @@ class ResponsesAccumulator:
             slot.arguments.append(chunk.delta)
         elif etype == "response.refusal.delta":
             self.refusal.append(chunk.delta)
-        elif etype == "response.output_item.added":
-            self._item_added(chunk)
         elif etype in _FINAL:
             self.final = chunk.response
             self.terminal = _FINAL[etype]
-        elif etype == "response.created":
-            self.snapshot = chunk.response
-        elif etype == "error":
-            self.error = _error_event(chunk)
+        elif etype in _KEPT_EVENTS:  # one set lookup for every event nothing here keeps (the tools' progress...)
+            self._kept_event(chunk, etype)
         return bool(etype.endswith(".delta"))
 
-    def _item_added(self, chunk: Any) -> None:
-        item = chunk.item
+    def _kept_event(self, chunk: Any, etype: str) -> None:
+        """The events besides deltas and terminal ones that give something: items, annotations, the header."""
+        if etype == "response.output_item.added":
+            self._item_added(chunk.item, chunk.output_index)
+        elif etype == "response.output_item.done":
+            item = chunk.item
+            if getattr(item, "type", None) not in _OWN_ITEMS:
+                self.builtin.append(item)
+        elif etype == "response.output_text.annotation.added":
+            self.annotations.append(chunk.annotation)
+        elif etype == "response.created":
+            self.snapshot = chunk.response
+        else:
+            self.error = _error_event(chunk)
+
+    def _item_added(self, item: Any, output_index: int) -> None:
         if getattr(item, "type", None) == "function_call":
-            slot = self.calls.get(chunk.output_index)
+            slot = self.calls.get(output_index)
             if slot is None:
-                slot = self.calls[chunk.output_index] = _ToolCallBuffer(None, None)
+                slot = self.calls[output_index] = _ToolCallBuffer(None, None)
             slot.call_id, slot.name = item.call_id, item.name
 
     def failure(self) -> tuple[str, str] | None:
@@ -390,6 +422,12 @@ class ResponsesAccumulator:
         if self.final is not None:
             return responses_outcome(self.final)
         parts: list[Part] = assistant_parts("".join(self.reasoning) or None, "".join(self.text), "".join(self.refusal))
+        add_citations(parts, 0, self.annotations)
+        if self.builtin:  # after the reasoning, before the answer: the order of a whole response's output items
+            budget = ResultsBudget()
+            tools = [part for item in self.builtin for part in builtin_tool_parts(str(get(item, "type")), item, budget)]
+            at = 1 if parts and parts[0].get("type") == "reasoning" else 0
+            parts[at:at] = tools
         for call in self.calls.values():
             parts.append(tool_call_part(call.call_id, call.name, "".join(call.arguments)))
         snapshot = self.snapshot

@@ -102,15 +102,6 @@ def chat_tool_call_part(call: Any) -> Part:
     return tool_call_part(field(call, "id"), field(fn, "name"), field(fn, "arguments"))
 
 
-def server_tool_call_part(item_type: str, item_id: Any) -> Part:
-    """A Responses built-in tool item (``web_search_call``, ``mcp_call``, ...) -> a ``server_tool_call`` part.
-
-    conventions.md 6.3: these items "map to ``server_tool_call`` parts" (1.5: ``name`` and a ``server_tool_call``
-    object with ``type`` are required); the item type stands for both, as the item carries no tool name.
-    """
-    return {"type": "server_tool_call", "id": item_id, "name": item_type, "server_tool_call": {"type": item_type}}
-
-
 def tool_response_part(call_id: Any, response: Any) -> Part:
     """A ``tool_call_response`` part (semconv uses ``response``, not ``result``)."""
     return {"type": "tool_call_response", "id": call_id, "response": response}

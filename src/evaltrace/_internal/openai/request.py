@@ -9,13 +9,13 @@ import json
 from typing import Any
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.openai.builtin import ResultsBudget, builtin_tool_parts, citations
 from evaltrace._internal.openai.encode import quote_json
 from evaltrace._internal.openai.parts import (
     Message,
     Part,
     chat_tool_call_part,
     field,
-    server_tool_call_part,
     text_part,
     tool_call_part,
     tool_response_part,
@@ -265,7 +265,8 @@ def input_messages(kind: EndpointKind, params: dict[str, Any]) -> list[Message]:
     items = params.get("input")
     if isinstance(items, str):
         return [{"role": "user", "parts": [text_part(items)]}]
-    return [_responses_item(item) for item in items or ()]
+    budget = ResultsBudget()  # one for the whole input: every earlier search sent back shares it
+    return [_responses_item(item, budget) for item in items or ()]
 
 
 def embedding_inputs(params: dict[str, Any]) -> list[Any] | None:
@@ -339,7 +340,7 @@ def _chat_message(message: Any) -> Message:
     return out
 
 
-def _responses_item(item: Any) -> Message:
+def _responses_item(item: Any, budget: ResultsBudget) -> Message:
     item_type = field(item, "type")
     if item_type == "function_call":
         part = tool_call_part(field(item, "call_id"), field(item, "name"), field(item, "arguments"))
@@ -352,7 +353,7 @@ def _responses_item(item: Any) -> Message:
     if item_type in (None, "message"):
         return {"role": field(item, "role") or "user", "parts": _content_parts(field(item, "content"))}
     if isinstance(item_type, str) and item_type.endswith("_call"):  # a built-in tool's call, echoed back as input
-        return {"role": "assistant", "parts": [server_tool_call_part(item_type, field(item, "id"))]}
+        return {"role": "assistant", "parts": builtin_tool_parts(item_type, item, budget)}
     return {"role": "assistant", "parts": [{"type": str(item_type), "id": field(item, "id")}]}
 
 
@@ -367,7 +368,11 @@ def _content_parts(content: Any) -> list[Part]:
 def _content_part(part: Any) -> Part:
     ptype = field(part, "type")
     if ptype in ("text", "input_text", "output_text"):
-        return text_part(field(part, "text") or "")
+        text = text_part(field(part, "text") or "")
+        cited = citations(field(part, "annotations")) if ptype == "output_text" else None
+        if cited:  # an earlier answer echoed back keeps what it cited, as the answer itself recorded it
+            text["citations"] = cited
+        return text
     if ptype == "refusal":
         return {"type": "refusal", "content": field(part, "refusal")}
     if ptype == "image_url":

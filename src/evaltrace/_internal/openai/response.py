@@ -14,6 +14,7 @@ from evaltrace._internal.engine.outcome import Outcome as Outcome
 from evaltrace._internal.engine.outcome import Summary as Summary
 from evaltrace._internal.engine.outcome import Usage as Usage
 from evaltrace._internal.engine.outcome import outcome_attributes as outcome_attributes
+from evaltrace._internal.openai.builtin import ResultsBudget, add_citations, builtin_tool_parts
 from evaltrace._internal.openai.parts import (
     Message,
     Part,
@@ -22,7 +23,6 @@ from evaltrace._internal.openai.parts import (
     output_message,
     reasoning_extra,
     reasoning_part,
-    server_tool_call_part,
     tool_call_part,
 )
 from evaltrace._internal.openai.parts import field as get
@@ -111,8 +111,9 @@ def responses_outcome(response: Any, content: bool = True) -> Outcome:
     """Response -> Outcome: all output items form one assistant message (kept only with ``content``)."""
     parts: list[Part] = []
     has_tool_call = False
+    budget = ResultsBudget()  # one for the whole output: every search's results share it
     for item in get(response, "output") or ():
-        has_tool_call |= _responses_item_parts(item, parts)
+        has_tool_call |= _responses_item_parts(item, parts, budget)
     reason = responses_finish_reason(response, has_tool_call)
     return Outcome(
         response_id=get(response, "id"),
@@ -134,7 +135,7 @@ def responses_finish_reason(response: Any, has_tool_call: bool) -> str:
     return "tool_call" if has_tool_call else "stop"
 
 
-def _responses_item_parts(item: Any, parts: list[Part]) -> bool:
+def _responses_item_parts(item: Any, parts: list[Part], budget: ResultsBudget) -> bool:
     """Append the parts of one output item; return True for a function call."""
     item_type = get(item, "type")
     if item_type == "message":
@@ -142,7 +143,9 @@ def _responses_item_parts(item: Any, parts: list[Part]) -> bool:
             if get(content, "type") == "refusal":
                 parts.append({"type": "refusal", "content": get(content, "refusal")})
             else:
+                start = len(parts)
                 parts.extend(assistant_parts(None, get(content, "text")))
+                add_citations(parts, start, get(content, "annotations"))
         return False
     if item_type == "reasoning":
         for entry in [*(get(item, "summary") or ()), *(get(item, "content") or ())]:
@@ -153,7 +156,7 @@ def _responses_item_parts(item: Any, parts: list[Part]) -> bool:
     if item_type == "function_call":
         parts.append(tool_call_part(get(item, "call_id"), get(item, "name"), get(item, "arguments")))
         return True
-    parts.append(server_tool_call_part(str(item_type), get(item, "id")))
+    parts.extend(builtin_tool_parts(str(item_type), item, budget))
     return False
 
 
