@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from evaltrace._internal import semconv
 from evaltrace.exceptions import ConfigError
 from evaltrace.exporters.store_query import TraceFilter
 from evaltrace.exporters.store_reader import LocalTraceStore
+from evaltrace.exporters.store_summary import summarize_spans
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -48,15 +48,12 @@ class TraceSource(Protocol):
 
 
 def session_of(spans: Sequence[ReadableSpan]) -> str | None:
-    """The ``session.id`` (or ``langfuse.session.id``) the spans of a trace carry, root first."""
-    ordered = sorted(spans, key=lambda s: s.parent is not None)
-    for span in ordered:
-        attributes = span.attributes or {}
-        for key in (semconv.SESSION_ID, semconv.LANGFUSE_SESSION_ID):
-            value = attributes.get(key)
-            if isinstance(value, str) and value:
-                return value
-    return None
+    """The session a trace belongs to: the root's ``session.id`` (or ``langfuse.session.id``), else the first span's.
+
+    "First" by end order, ties by start time then span id: the rule the store's writer files a trace under
+    (``store_summary.summarize``), so a session judged here is the one ``sessions list`` shows the trace in.
+    """
+    return summarize_spans(spans).session_id
 
 
 @dataclass

@@ -2,9 +2,10 @@
 
 A span exported again (enriched by a late evaluation, or sent by both the app and the worker) replaces its
 earlier copy. The summary of a trace first seen in a batch is computed in Python from the batch's rows (most
-traces: a trace's spans usually leave in one batch); a trace that already had stored spans is recomputed from
-its spans in SQL in the same transaction, so summaries are right whatever order spans arrive in, however often
-a span is re-exported and whichever process wrote them.
+traces: a trace's spans usually leave in one batch); a trace that already had stored spans is summarized again
+from all its stored spans in the same transaction, so summaries are right whatever order spans arrive in, however
+often a span is re-exported and whichever process wrote them. Both go by ``store_summary.summarize`` for the
+root, session and user: the rule a backfill uses too.
 
 Span row ids are given by the writer (the next after the largest, read inside the write transaction, so two
 processes never take the same): the search index rows share them without a look-up per row.
@@ -29,6 +30,7 @@ from evaltrace.exporters.store_bulk import (
     rows_per_statement,
 )
 from evaltrace.exporters.store_db import is_busy, is_full, write_transaction
+from evaltrace.exporters.store_summary import SpanFacts, summarize
 from evaltrace.exporters.store_values import Usage, trace_usage
 
 if TYPE_CHECKING:
@@ -70,36 +72,28 @@ _UPSERT_SPAN = bulk_statement(
     most_values=SPAN_PARAMETERS,
 )
 
-# The root is the earliest span whose parent is not in the store (a remote parent counts as absent).
 _TRACE_COLUMNS = (
     "trace_id, root_span_id, root_name, service, start_time, duration_ns, span_count, error, eval_pass, eval_fail, "
     "eval_error, eval_not_evaluated, eval_pending, session_id, user_id, input_tokens, output_tokens, cost, stored_at"
 )
-# Tokens and cost (?3-?5) are computed in Python by ``trace_usage``: the rule ``traces show`` uses too.
+# A trace that had stored spans, summarized again: the root, session and user chosen in Python by
+# ``store_summary.summarize`` from its spans (read back once, with their usage), so the one rule the first batch's
+# summary and a backfill use holds here too (a SQL ``max()`` picked another session than the pipeline's), and no
+# correlated subquery probes the parent of each span. Evaluation counts stay in SQL: one aggregate over ``evals``.
 _REFRESH_TRACE = f"""
 INSERT OR REPLACE INTO traces ({_TRACE_COLUMNS})
-SELECT t.trace_id, r.span_id, r.name, r.service, r.start_time, r.end_time - r.start_time,
-       t.span_count, t.error,
+SELECT r.trace_id, r.span_id, r.name, r.service, r.start_time, r.end_time - r.start_time,
+       :span_count, :error,
        v.pass, v.fail, v.error, v.not_evaluated, v.pending,
-       t.session_id, t.user_id, ?3, ?4, ?5, ?2
-FROM (
-    SELECT trace_id, count(*) AS span_count, max(app_error) AS error, max(session_id) AS session_id,
-           max(user_id) AS user_id
-    FROM spans WHERE trace_id = ?1
-) AS t
+       :session_id, :user_id, :input_tokens, :output_tokens, :cost, :now
+FROM spans AS r
 JOIN (
     SELECT coalesce(sum(outcome = 'pass'), 0) AS pass, coalesce(sum(outcome = 'fail'), 0) AS fail,
            coalesce(sum(outcome = 'error'), 0) AS error, coalesce(sum(outcome = 'not_evaluated'), 0) AS not_evaluated,
            coalesce(sum(outcome = 'pending'), 0) AS pending
-    FROM evals WHERE trace_id = ?1
+    FROM evals WHERE trace_id = :trace_id
 ) AS v
-JOIN spans AS r ON r.id = (
-    SELECT s.id FROM spans AS s WHERE s.trace_id = ?1
-    ORDER BY s.parent_span_id IS NOT NULL
-             AND EXISTS (SELECT 1 FROM spans AS p WHERE p.trace_id = ?1 AND p.span_id = s.parent_span_id),
-             s.start_time
-    LIMIT 1
-)
+WHERE r.trace_id = :trace_id AND r.span_id = :root_span_id
 """
 
 
@@ -242,11 +236,6 @@ _SINGLE_SPAN_TRACES_AGAIN = _SINGLE_SPAN_TRACES.replace("OR FAIL", "OR REPLACE",
 _OUTCOMES = ("pass", "fail", "error", "not_evaluated", "pending")
 
 
-def _max_str(values: list[str | None]) -> str | None:
-    present = [v for v in values if v is not None]
-    return max(present) if present else None  # as SQL ``max()``, which skips NULLs
-
-
 def _outcome_counts(spans: list[StoredSpan]) -> list[int]:
     counts = [0] * len(_OUTCOMES)
     results = [e for s in spans for e in s.evals]
@@ -270,9 +259,9 @@ def _new_trace_row(trace_id: str, spans: list[StoredSpan], now: int) -> tuple[ob
         session_id, user_id = root.session_id, root.user_id
         usage = Usage(root.input_tokens, root.output_tokens, root.cost)
     else:
-        ids = {s.span_id for s in spans}
-        # The root: the earliest span whose parent is not in the trace (a remote parent counts as absent).
-        root = min(spans, key=lambda s: (s.parent_span_id is not None and s.parent_span_id in ids, s.start_time))
+        summary = summarize(spans)  # the root, session and user: one rule (store_summary)
+        root = next(s for s in spans if s.span_id == summary.root_span_id)
+        session_id, user_id = summary.session_id, summary.user_id
         usage = trace_usage(
             [
                 (s.span_id, Usage(s.input_tokens, s.output_tokens, s.cost))
@@ -281,7 +270,6 @@ def _new_trace_row(trace_id: str, spans: list[StoredSpan], now: int) -> tuple[ob
             ],
             ((s.span_id, s.parent_span_id) for s in spans),
         )
-        session_id, user_id = _max_str([s.session_id for s in spans]), _max_str([s.user_id for s in spans])
     return (
         trace_id, root.span_id, root.name, root.service, root.start_time, root.end_time - root.start_time,
         len(spans), int(any(s.app_error for s in spans)), *_outcome_counts(spans), session_id, user_id,
@@ -289,16 +277,33 @@ def _new_trace_row(trace_id: str, spans: list[StoredSpan], now: int) -> tuple[ob
     )  # fmt: skip
 
 
-def _stored_usage(conn: sqlite3.Connection, trace_id: str) -> tuple[int, int, float]:
-    """Tokens and cost of a trace as its stored spans give them (every span: a parent link may matter)."""
+def _refresh_values(conn: sqlite3.Connection, trace_id: str, now: int) -> dict[str, object]:
+    """The values ``_REFRESH_TRACE`` binds for a trace that had stored spans: every span read back once.
+
+    Every span: a parent link may matter to the root and to the usage, and any span may carry the session.
+    """
     rows = conn.execute(
-        "SELECT span_id, parent_span_id, input_tokens, output_tokens, cost FROM spans WHERE trace_id = ?", (trace_id,)
+        "SELECT span_id, parent_span_id, start_time, end_time, session_id, user_id, app_error, input_tokens, "
+        "output_tokens, cost FROM spans WHERE trace_id = ?",
+        (trace_id,),
     ).fetchall()
+    summary = summarize([SpanFacts(*row[:6]) for row in rows])
     usage = trace_usage(
-        [(span, Usage(i, o, c)) for span, _, i, o, c in rows if i is not None or o is not None or c is not None],
-        ((span, parent) for span, parent, *_ in rows),
+        [(r[0], Usage(r[7], r[8], r[9])) for r in rows if r[7] is not None or r[8] is not None or r[9] is not None],
+        ((r[0], r[1]) for r in rows),
     )
-    return usage.input_tokens or 0, usage.output_tokens or 0, usage.cost or 0.0
+    return {
+        "trace_id": trace_id,
+        "root_span_id": summary.root_span_id,
+        "span_count": len(rows),
+        "error": int(any(r[6] for r in rows)),
+        "session_id": summary.session_id,
+        "user_id": summary.user_id,
+        "input_tokens": usage.input_tokens or 0,
+        "output_tokens": usage.output_tokens or 0,
+        "cost": usage.cost or 0.0,
+        "now": now,
+    }
 
 
 def _row_ids(unique: Sequence[StoredSpan], stored: dict[tuple[str, str], int], next_id: int) -> list[int]:
@@ -411,7 +416,7 @@ def write_spans(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources
         if t not in seen:
             new.extend(_new_trace_row(t, rows, now))
     _insert_traces(conn, new, first_single, len(single), now)
-    conn.executemany(_REFRESH_TRACE, [(t, now, *_stored_usage(conn, t)) for t in by_trace if t in seen])
+    conn.executemany(_REFRESH_TRACE, [_refresh_values(conn, t, now) for t in by_trace if t in seen])
 
 
 @dataclass(frozen=True)
