@@ -7,7 +7,8 @@ not retry: run it again later). A batch whose export raised is in doubt (the sin
 it): its scores are kept whole, and the batches after it are kept not attempted. Then, in this order: lines that
 hold no valid score go to ``<file>.rejects.jsonl`` with the reason; ``<file>.replaying`` is atomically replaced
 by the lines not delivered (the scores, re-encoded with the last error, or as read when the encoder refuses
-them; the not-evaluated records as read), so it no longer holds anything delivered; then, under the writers'
+them; the not-evaluated records as read, each record once: copies share its ``record_id``, counted in the
+summary), so it no longer holds anything delivered; then, under the writers'
 lock, those lines atomically become ``<file>`` (ahead of anything written to it meanwhile) and
 ``<file>.replaying`` is removed. So the file is never deleted or truncated while it holds anything undelivered,
 nothing delivered is sent again by a later replay, and a replay interrupted at any point leaves
@@ -31,9 +32,9 @@ from evaltrace.evaluation.sinks import JsonlScoreSink, LangfuseScoreSink, Phoeni
 from evaltrace.evaluation.sinks.deadletter import (
     REJECTS_SUFFIX,
     encode_or_keep,
-    not_evaluated_lines,
     parse_dead_letters,
     put_back_after_replay,
+    read_not_evaluated,
     score_lines,
     stage_for_replay,
     write_rejects,
@@ -149,7 +150,7 @@ def replay_scores(args: argparse.Namespace) -> int:
     # Keep before removing: rejects first, then what was not delivered; the staged copy goes last.
     rejects_path = path.with_name(path.name + REJECTS_SUFFIX)
     write_rejects(rejects_path, path, rejected)
-    records = not_evaluated_lines(staged)  # records of evaluations never run: kept, never sent
+    records, copies = read_not_evaluated(staged)  # records of evaluations never run: kept once, never sent
     kept = encode_or_keep(sink.name, outcome.undelivered, outcome.error, score_lines(staged))
     try:
         put_back_after_replay(path, staged, [*kept, *records])
@@ -162,6 +163,8 @@ def replay_scores(args: argparse.Namespace) -> int:
         summary += (
             f", {len(records)} not-evaluated record(s) kept in {path} (no verdict, never sent: {_reasons(records)})"
         )
+    if copies:  # dropped: say so, so a file that shrank is explained (a record's copies share its record_id)
+        summary += f", {copies} duplicate not-evaluated record(s) collapsed (copies of a record kept once)"
     print(clean(summary))  # errors echo backends
     return 1 if outcome.undelivered or rejected else 0
 

@@ -35,7 +35,7 @@ from pydantic_core import to_jsonable_python
 
 from evaltrace._internal import forks
 from evaltrace._internal.private_files import make_private_dirs, private_opener
-from evaltrace.evaluation.sinks.not_evaluated import is_not_evaluated_line
+from evaltrace.evaluation.sinks.not_evaluated import is_not_evaluated_line, record_key
 from evaltrace.schema import Score
 
 try:
@@ -334,18 +334,32 @@ def parse_dead_letters(path: Path) -> tuple[list[Score], list[RejectedLine]]:
 
 
 def not_evaluated_lines(path: Path) -> list[str]:
-    """The ``not_evaluated`` records of a dead-letter file, as written, each line once (a replay keeps them).
+    """The ``not_evaluated`` records of a dead-letter file, as written, each record once (a replay keeps them)."""
+    return read_not_evaluated(path)[0]
 
-    Identical lines are one record: a replay killed after :func:`put_back_after_replay` rewrote ``path`` and
-    before it removed ``staged`` leaves the records in both, and the next replay appends one to the other. Scores
-    dedupe by id; without this, every record would be doubled for good.
+
+def read_not_evaluated(path: Path) -> tuple[list[str], int]:
+    """The ``not_evaluated`` records of a file, as written, each record once; and how many copies were dropped.
+
+    Copies of one record share its ``record_id`` (:func:`~evaltrace.evaluation.sinks.not_evaluated.record_key`;
+    an older record without one: its identical line), and the first copy is kept: a replay killed after
+    :func:`put_back_after_replay` rewrote ``path`` and before it removed ``staged`` leaves the records in both,
+    and the next replay appends one to the other. Scores dedupe by id; without this, every record would be
+    doubled for good. Two records of the same evaluation with different ids are two records, both kept.
     """
-    kept: dict[str, None] = {}
+    kept: dict[str, str] = {}
+    copies = 0
     with path.open("rb") as handle:
         for raw_bytes in handle:
-            if _parse_line(raw_bytes)[1] == _NOT_A_SCORE:
-                kept.setdefault(raw_bytes.decode("utf-8").rstrip("\r\n"))
-    return list(kept)
+            if _parse_line(raw_bytes)[1] != _NOT_A_SCORE:
+                continue
+            line = raw_bytes.decode("utf-8").rstrip("\r\n")
+            key = record_key(json.loads(line), line)
+            if key in kept:
+                copies += 1
+            else:
+                kept[key] = line
+    return list(kept.values()), copies
 
 
 _NOT_A_SCORE = "a not_evaluated record"

@@ -233,8 +233,8 @@ class SinkWorker:
         A sink's write that wrote some records and then raised: when it says which
         (:class:`NotEvaluatedPartlyWritten`, as the JSONL sink does), only the others go to the dead-letter file,
         so each record is in exactly one file, counted once. A sink that raises without saying is in doubt: every
-        record goes to the dead-letter file too (at least once; a copy in both files is the same line, the same
-        ``(trace_id, span_id, evaluator, evaluator_version, reason, at)``), counted once in ``not_evaluated``.
+        record goes to the dead-letter file too (at least once; a copy in both files has the same ``record_id``, so
+        a replay keeps it once), counted once in ``not_evaluated``.
         """
         if not records:
             return
