@@ -1,6 +1,6 @@
 """The root, session and user of a stored trace: one rule, computed in Python, wherever a trace is summarized.
 
-The rule (docs/local-store.md, "Session and user of a trace"):
+The rule (docs/viewing.md, "Sessions"):
 
 - the **root** is the earliest-starting span whose parent is not in the trace (a remote parent counts as
   absent); spans starting at the same instant: the smallest span id;
