@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from evaltrace._internal import semconv
@@ -73,8 +74,9 @@ class TraceSummary:
     user_id: str | None
 
 
-def _end_order(span: _SpanLike) -> tuple[int, int, str]:
-    return span.end_time, span.start_time, span.span_id
+# C-level keys (no Python call per span): the summary is computed for every trace of several spans stored.
+_START_ORDER = attrgetter("start_time", "span_id")
+_END_ORDER = attrgetter("end_time", "start_time", "span_id")
 
 
 def summarize(spans: Sequence[_SpanLike]) -> TraceSummary:
@@ -82,12 +84,14 @@ def summarize(spans: Sequence[_SpanLike]) -> TraceSummary:
     if not spans:
         return TraceSummary(None, None, None)
     ids = {s.span_id for s in spans}
-    root = min(spans, key=lambda s: (s.parent_span_id is not None and s.parent_span_id in ids, s.start_time, s.span_id))
+    roots = [s for s in spans if s.parent_span_id is None or s.parent_span_id not in ids]
+    pool = roots or spans  # parent links in a cycle (a store edited by hand): the earliest span of all
+    root = pool[0] if len(pool) == 1 else min(pool, key=_START_ORDER)
     session, user = root.session_id, root.user_id
     if session is None or user is None:
         # Sorted only when the root lacks one (most traces carry neither, or carry them on the root).
         carrying = [s for s in spans if s.session_id is not None or s.user_id is not None]
-        for span in sorted(carrying, key=_end_order):
+        for span in sorted(carrying, key=_END_ORDER):
             if session is None:
                 session = span.session_id
             if user is None:
