@@ -9,6 +9,7 @@ backfill over the store.
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +158,48 @@ def test_a_backfill_judges_a_trace_in_the_session_the_store_files_it_under(tmp_p
     assert (report.sessions, report.without_session, judge.seen) == (1, 0, ["a-first"])
     with sqlite3.connect(store / DB_NAME) as db:
         assert db.execute("SELECT session_id FROM session_evals").fetchall() == [("a-first",)]
+
+
+def test_in_process_the_store_and_the_pipeline_put_a_trace_in_the_same_session(tmp_path: Path) -> None:
+    """Spans reach both in end order in process: the session judged is the one the store lists the trace under."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from evaltrace.evaluation import EvaluationSpanProcessor, EvaluatorSpec, evaluator
+    from evaltrace.schema import EvaluationResult
+
+    seen: list[str] = []
+
+    @evaluator(name="sessions_seen")
+    def sessions_seen(conversation: Any) -> EvaluationResult:
+        seen.append(conversation.session_id)
+        return EvaluationResult(evaluator="sessions_seen", passed=True)
+
+    exporter = LocalStoreExporter(tmp_path / "store", max_age_s=0, max_bytes=0)
+    processor = EvaluationSpanProcessor(
+        downstream=[SimpleSpanProcessor(exporter)],
+        evaluators=[EvaluatorSpec(sessions_seen, scope="session")],
+        dead_letter_dir=tmp_path / "dead-letter",
+        trace_quiet_period_s=0.0,
+        session_quiet_period_s=60.0,  # only end_session() makes it due
+    )
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    try:
+        root = tracer.start_span("root", start_time=1 * _S, attributes={"input.value": "q", "output.value": "a"})
+        later = tracer.start_span("later", context=set_span_in_context(root), start_time=2 * _S)
+        later.set_attribute("session.id", "z-later")
+        first = tracer.start_span("first", context=set_span_in_context(root), start_time=3 * _S)
+        first.set_attribute("session.id", "a-first")
+        first.end(end_time=5 * _S)
+        later.end(end_time=9 * _S)
+        root.end(end_time=10 * _S)
+        processor.end_session("a-first")
+        deadline = time.monotonic() + 10  # judged on the processor's session thread
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert processor.force_flush(10_000)
+    finally:
+        provider.shutdown()
+    assert seen == ["a-first"]
+    assert _summary(tmp_path / "store").session_id == "a-first"
