@@ -251,7 +251,7 @@ def _outcome_counts(spans: list[StoredSpan]) -> list[int]:
 def _new_trace_row(trace_id: str, spans: list[StoredSpan], now: int) -> tuple[object, ...]:
     """The ``traces`` row of a trace none of whose spans was stored before: what ``_REFRESH_TRACE`` computes.
 
-    Costs ~1 us per span against ~4 us for the SQL recompute, which reads every span of the trace back; a
+    Costs ~1 us per span against ~4 us for the refresh, which reads every span of the trace back; a
     trace of one span (every call of a decorated function outside any other span) takes a shorter path.
     """
     if len(spans) == 1:

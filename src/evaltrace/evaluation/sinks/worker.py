@@ -234,7 +234,7 @@ class SinkWorker:
         (:class:`NotEvaluatedPartlyWritten`, as the JSONL sink does), only the others go to the dead-letter file,
         so each record is in exactly one file, counted once. A sink that raises without saying is in doubt: every
         record goes to the dead-letter file too (at least once; a copy in both files has the same ``record_id``, so
-        a replay keeps it once), counted once in ``not_evaluated``.
+        the copies can be recognised as one), counted once in ``not_evaluated``.
         """
         if not records:
             return
