@@ -64,12 +64,18 @@ def _message() -> dict[str, Any]:
     return message
 
 
-def _stream(message: dict[str, Any]) -> bytes:
-    """The API's events: a text block starts empty, its citations come one per ``citations_delta``, then its text."""
+def _stream(message: dict[str, Any], *, at_start: bool = False) -> bytes:
+    """The API's events: a text block starts empty, its citations come one per ``citations_delta``, then its text.
+
+    ``at_start``: each text block's citations are given whole on its ``content_block_start`` instead (as a replayed
+    or proxied stream may send them), with no ``citations_delta`` at all.
+    """
     events: list[dict[str, Any]] = []
     for event in message_events(message):
         block = event.get("content_block")
-        if event["type"] == "content_block_start" and block["type"] == "text":
+        if event["type"] == "content_block_start" and block["type"] == "text" and at_start:
+            events.append(dict(event, content_block={"type": "text", "text": "", "citations": block["citations"]}))
+        elif event["type"] == "content_block_start" and block["type"] == "text":
             events.append(dict(event, content_block={"type": "text", "text": "", "citations": None}))
             for citation in block["citations"] or ():
                 delta = {"type": "citations_delta", "citation": citation}
@@ -80,10 +86,15 @@ def _stream(message: dict[str, Any]) -> bytes:
 
 
 @pytest.mark.usefixtures("anthropic_instrumented")
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_each_text_block_keeps_what_it_cited(exporter: InMemorySpanExporter, stream: bool) -> None:
+@pytest.mark.parametrize(
+    ("stream", "at_start"), [(False, False), (True, False), (True, True)], ids=["whole", "streamed", "cited at start"]
+)
+def test_each_text_block_keeps_what_it_cited(exporter: InMemorySpanExporter, stream: bool, at_start: bool) -> None:
     message = _message()
-    kind, body = ("text/event-stream", _stream(message)) if stream else ("application/json", json.dumps(message))
+    if stream:
+        kind, body = "text/event-stream", _stream(message, at_start=at_start)
+    else:
+        kind, body = "application/json", json.dumps(message)
     served = Recorded("POST", "/v1/messages", b"", 200, "OK", [("content-type", kind)],
                       body if isinstance(body, bytes) else body.encode())  # fmt: skip
     ask = [{"role": "user", "content": "Can I get a refund?"}]

@@ -141,6 +141,26 @@ def test_the_common_chunk_never_takes_the_general_path() -> None:
     assert record == _one_by_one([chunks[0], *body, chunks[-1]])
 
 
+def test_usage_on_a_text_chunk_is_recorded_through_the_batch_fold() -> None:
+    """Usage given only on a text delta chunk (no usage chunk after it) is the stream's usage, batched or not.
+
+    That chunk is read on the batch fold's straight line, which stops early for a plain text delta: the usage must
+    be kept all the same (the recorded stream's own usage chunk, last, would hide a loss, so it is removed here).
+    """
+    item, template = _text_stream()
+    changed = copy.deepcopy(template[:-1])
+    changed[3]["usage"] = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    chunks = _chunks(_served(item, changed))
+    assert chunks[3].choices[0].delta.content and chunks[3].usage is not None
+    for size in (1, 3, 16):
+        record, general = _batched(chunks, [size])
+        assert general == 0  # every chunk, the one with usage included, read on the straight line
+        outcome, _, summary, _ = record
+        assert (outcome.usage.input_tokens, outcome.usage.output_tokens) == (3, 2)
+        assert (summary.input_tokens, summary.output_tokens) == (3, 2)
+        assert record == _one_by_one(chunks)
+
+
 # --- every other shape: the recorded text stream with one chunk changed (JSON, parsed by the real SDK) ---
 
 

@@ -16,7 +16,7 @@ from evaltrace._internal.anthropic.response import output_message, thinking_toke
 from evaltrace._internal.engine.codec import chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.jsonutil import loads_or_raw
-from evaltrace._internal.openai.parts import Part, reasoning_part
+from evaltrace._internal.openai.parts import Part, reasoning_part, text_part
 from evaltrace._internal.openai.parts import field as get
 
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
@@ -42,9 +42,11 @@ class _Block:
             return {"type": "compaction", "content": last} if isinstance(last, str) else {"type": "compaction"}
         joined = "".join(self.fragments)
         if btype == "text":
+            text = (get(self.start, "text") or "") + joined
             given = get(self.start, "citations")  # none or [] as the API starts a block; whole, a replayed one's
-            citations = [*(given or ()), *cited] if cited is not None else given
-            return cited_text_part((get(self.start, "text") or "") + joined, citations)
+            if cited is None and not given:  # most text blocks cite nothing: no citation work for them
+                return text_part(text)
+            return cited_text_part(text, [*(given or ()), *(cited or ())])
         if btype == "thinking":
             return reasoning_part((get(self.start, "thinking") or "") + joined)
         if btype == "redacted_thinking":

@@ -146,11 +146,12 @@ class ChatAccumulator:
         openai's own chunk, choice and delta types (exactly those: a subclass may read its fields its own way) are
         read through their instance ``__dict__``: a dict lookup where an attribute read goes through pydantic's
         ``__getattr__`` hook, which CPython does not specialise. The common chunk (one choice, with a text delta
-        and no extras) is read in a straight line: its one choice is unpacked, not looped over, and the buffer of
-        the chunk before's choice is reused when the index is the same object. A chunk with no choice or several, a
-        field missing from a ``__dict__``, a delta with extras (reasoning) or with anything but text takes the
-        general path, which reads it as ``add`` does. A subclass that reads chunks its own way
-        (overriding ``add`` or ``_add_delta``) gets ``add`` per chunk.
+        and no extras) is read in a straight line: its one choice is unpacked, not looped over, the buffer of the
+        chunk before's choice is reused when the index is the same object, and a text delta whose refusal, tool calls
+        and ``function_call`` are all None (three ``is None`` tests) ends the chunk's work there unless the chunk also
+        ends its choice or carries usage. A chunk with no choice or several, a field missing from a ``__dict__``, a
+        delta with extras (reasoning) or with anything but text takes the general path, which reads it as ``add``
+        does. A subclass that reads chunks its own way (overriding ``add`` or ``_add_delta``) gets ``add`` per chunk.
         """
         if not self._inline or self.header_pending:
             # No header check per chunk below: the header is read from the first chunks, before the proxy batches
@@ -201,13 +202,20 @@ class ChatAccumulator:
                             fields = delta.__dict__
                             try:
                                 content = fields["content"]
-                                rest = fields["refusal"] or fields["tool_calls"] or fields["function_call"] is not None
+                                refusal = fields["refusal"]
+                                calls = fields["tool_calls"]
+                                legacy = fields["function_call"]
                             except KeyError:
                                 ChatAccumulator._add_delta(buffer, delta)
                             else:
                                 if content:
                                     text.append(content)
-                                if rest:
+                                if refusal is None and calls is None and legacy is None:
+                                    # The common text delta: nothing more to read in it, and the chunk is done
+                                    # unless it also ends the choice or carries usage (read below, as for any).
+                                    if finish is None and usage is None:
+                                        continue
+                                else:
                                     ChatAccumulator._add_rest(buffer, delta)
                         else:
                             ChatAccumulator._add_delta(buffer, delta)
