@@ -99,6 +99,10 @@ async def test_stream_sync_and_async(is_async: bool, exporter: InMemorySpanExpor
     assert 0 < a["gen_ai.response.time_to_first_chunk"] <= a["evaltrace.stream.time_to_last_chunk"]
     assert a["gen_ai.response.finish_reasons"] == ("stop",)
     assert _json(span, "gen_ai.output.messages")[0]["parts"] == [{"type": "text", "content": text}]
+    # LiteLLM writes its own name of the model into every chunk; the span names the provider's, from the recorded
+    # chunks (recorded for ``gpt-4``), as the same call unstreamed does.
+    assert {c.model for c in chunks} == {"gpt-4o-mini"}
+    assert a["gen_ai.response.model"] == "gpt-4-0613"
 
 
 class _OpenAIHandler(litellm.CustomLLM):  # type: ignore[misc]

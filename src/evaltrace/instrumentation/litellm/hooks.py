@@ -127,7 +127,7 @@ class LiteLLMCodec(Codec):
                 return call.stream(result, responses.ResponsesAccumulator(), is_async=is_async)
             return PLAIN
         if name == _TEXT_STREAM:
-            return call.stream(result, text.TextAccumulator(text.inner_stream(result)), is_async=is_async)
+            return call.stream(result, text.TextAccumulator(*text.inner_streams(result)), is_async=is_async)
         return call.stream(result, LiteLLMChatAccumulator(result), is_async=is_async)
 
 
