@@ -170,3 +170,35 @@ async def test_a_rerank_error_sets_error_type_and_reraises(is_async: bool, expor
     assert span.name == f"rerank {COHERE}"
     assert span.status.status_code is StatusCode.ERROR
     assert (span.attributes or {})["error.type"] == "BadRequestError"
+
+
+@pytest.mark.parametrize(
+    ("provider", "meta", "expected"),
+    [
+        # LiteLLM's Hugging Face rerank: its own token estimate and a search unit it always writes: no usage.
+        (
+            "huggingface",
+            {"billed_units": {"search_units": 1}, "tokens": {"input_tokens": 30, "output_tokens": 9}},
+            None,
+        ),
+        # Bedrock without usage: LiteLLM writes ``search_units: 1``, no tokens: none, and no ``cohere.*`` (below).
+        ("bedrock", {"billed_units": {"search_units": 1}, "tokens": {}}, None),
+        # Fireworks: its prompt tokens in ``tokens``, its total under ``search_units``: the tokens.
+        ("fireworks_ai", {"billed_units": {"search_units": 20}, "tokens": {"input_tokens": 20}}, (20, None)),
+        # Cohere with billed tokens (a v2 answer that counts some): billed first, as the Cohere span reads them.
+        ("cohere", {"billed_units": {"input_tokens": 5, "search_units": 1}, "tokens": {"input_tokens": 7}}, (5, None)),
+    ],
+)
+def test_where_each_providers_rerank_usage_is_read(
+    provider: str, meta: dict[str, Any], expected: tuple[int, int | None] | None
+) -> None:
+    """LiteLLM's ``RerankResponse`` as its provider transformations build it (read here without a server)."""
+    from litellm.types.rerank import RerankResponse
+
+    from evaltrace.instrumentation.litellm import rerank
+
+    response = RerankResponse(id="r", results=[{"index": 0, "relevance_score": 0.5}], meta=meta)
+    usage = rerank.usage(response, provider)
+    assert (None if usage is None else (usage.input_tokens, usage.output_tokens)) == expected
+    attributes = rerank.outcome(response, provider, False, 1024).attributes or {}
+    assert any(k.startswith("cohere.") for k in attributes) is (provider == "cohere")
