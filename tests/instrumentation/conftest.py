@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from openai_replay import skip_unless_api
@@ -53,6 +54,17 @@ def anthropic_instrumented(provider: TracerProvider, capture: None) -> Iterator[
     from evaltrace.instrumentation.anthropic import AnthropicInstrumentor
 
     instrumentor = AnthropicInstrumentor()
+    instrumentor.instrument()
+    yield instrumentor
+    instrumentor.uninstrument()
+
+
+@pytest.fixture
+def litellm_instrumented(provider: TracerProvider, capture: None) -> Iterator[Any]:
+    """``LiteLLMInstrumentor`` on, content captured (imported here: litellm is an optional extra); yields it."""
+    from evaltrace.instrumentation.litellm import LiteLLMInstrumentor
+
+    instrumentor = LiteLLMInstrumentor()
     instrumentor.instrument()
     yield instrumentor
     instrumentor.uninstrument()

@@ -22,28 +22,18 @@ import pytest
 litellm = pytest.importorskip("litellm")
 
 from litellm_replay import CLAUDE, LITELLM_WARNINGS, OPENAI, close_clients, complete_text, drain, responses_item  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import StatusCode  # noqa: E402
 
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E402
 from evaltrace._internal import settings  # noqa: E402
-from evaltrace.instrumentation.litellm import LiteLLMInstrumentor  # noqa: E402
 from evaltrace.instrumentation.litellm.codec import LiteLLMChatAccumulator  # noqa: E402
 
 N_2 = OPENAI / "test_chat_completion_multiple_choices_streaming.yaml"  # n=2, streamed, include_usage
 
 
 @pytest.fixture
-def instrumented(provider: TracerProvider, capture: None) -> Iterator[None]:
-    instrumentor = LiteLLMInstrumentor()
-    instrumentor.instrument()
-    yield
-    instrumentor.uninstrument()
-
-
-@pytest.fixture
-def no_content(instrumented: None) -> Iterator[None]:
+def no_content(litellm_instrumented: object) -> Iterator[None]:
     previous = settings.replace(settings.CaptureSettings(capture_content=False))
     yield
     settings.replace(previous)
@@ -82,7 +72,7 @@ _COMPLETION = {"id": "cmpl-test3", "object": "text_completion", "created": 17000
 # --- n > 1 streams: how they end -------------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("litellm_instrumented")
 async def test_an_n_2_text_completion_stream_ends_as_litellm_ended_it(
     is_async: bool, exporter: InMemorySpanExporter
 ) -> None:
@@ -198,7 +188,7 @@ async def test_a_text_completion_records_no_prompt_suffix_or_output_with_content
     assert prompt not in recorded and suffix not in recorded and answer not in recorded
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("litellm_instrumented")
 @pytest.mark.parametrize(("prompt", "counts"), [([1212, 318, 257, 1332], [4]), ([[1212, 318], [40]], [2, 1])])
 async def test_a_token_id_prompt_is_recorded_as_its_count(
     prompt: list[Any], counts: list[int], is_async: bool, exporter: InMemorySpanExporter
@@ -212,7 +202,7 @@ async def test_a_token_id_prompt_is_recorded_as_its_count(
     assert messages == [{"role": "user", "parts": [{"type": "tokens", "count": n}]} for n in counts]
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("litellm_instrumented")
 async def test_a_streamed_text_completion_keeps_thinking_as_reasoning(
     is_async: bool, exporter: InMemorySpanExporter
 ) -> None:
@@ -235,7 +225,7 @@ async def test_a_streamed_text_completion_keeps_thinking_as_reasoning(
 # --- Responses ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("litellm_instrumented")
 async def test_a_failed_responses_body_fails_the_span_and_is_returned(
     is_async: bool, exporter: InMemorySpanExporter
 ) -> None:
@@ -258,7 +248,7 @@ async def test_a_failed_responses_body_fails_the_span_and_is_returned(
     assert _attrs(span)["error.type"] == "server_error"
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("litellm_instrumented")
 async def test_a_router_responses_alias_names_the_model_group(is_async: bool, exporter: InMemorySpanExporter) -> None:
     """``Router.responses`` / ``aresponses`` name the alias in ``litellm_metadata``, not ``metadata``."""
     item, request = responses_item("test_responses_create_basic")

@@ -12,7 +12,7 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM fetches its price map at import otherwise
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -28,14 +28,6 @@ from cassettes import Recorded, ReplayServer, load_cassette  # noqa: E402
 from evaltrace.instrumentation.litellm import LiteLLMInstrumentor  # noqa: E402
 
 
-@pytest.fixture
-def instrumented(provider: TracerProvider, capture: None) -> Iterator[LiteLLMInstrumentor]:
-    instrumentor = LiteLLMInstrumentor()
-    instrumentor.instrument()
-    yield instrumentor
-    instrumentor.uninstrument()
-
-
 @pytest.fixture(autouse=True)
 async def _close_litellm_clients() -> AsyncIterator[None]:
     """Close and drop LiteLLM's cached clients here, not in a later test (``litellm_replay.close_clients``)."""
@@ -44,7 +36,7 @@ async def _close_litellm_clients() -> AsyncIterator[None]:
 
 
 pytestmark = [
-    pytest.mark.usefixtures("instrumented"),
+    pytest.mark.usefixtures("litellm_instrumented"),
     *LITELLM_WARNINGS,
 ]
 
@@ -116,7 +108,7 @@ async def test_a_streams_token_metrics_are_the_usage_the_provider_sent(
     name: str,
     include_usage: bool,
     sampled: bool,
-    instrumented: LiteLLMInstrumentor,
+    litellm_instrumented: LiteLLMInstrumentor,
     is_async: bool,
     provider: TracerProvider,
     exporter: InMemorySpanExporter,
@@ -132,7 +124,7 @@ async def test_a_streams_token_metrics_are_the_usage_the_provider_sent(
     from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
     reader = InMemoryMetricReader()
-    instrumented.uninstrument()
+    litellm_instrumented.uninstrument()
     tracing = provider if sampled else TracerProvider(sampler=ALWAYS_OFF)
     LiteLLMInstrumentor().instrument(meter_provider=MeterProvider(metric_readers=[reader]), tracer_provider=tracing)
     options: dict[str, Any] = {"stream_options": {"include_usage": True}} if include_usage else {}

@@ -235,6 +235,9 @@ async def test_text_completion_stream(is_async: bool, exporter: InMemorySpanExpo
     # No usage chunk was asked for (no ``include_usage``): the usage LiteLLM kept from the caller, sync and async.
     assert not any(c.usage for c in chunks)
     assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (12, 5)
+    # The provider's model (the recording's), not the name LiteLLM writes into each chunk.
+    assert {c.model for c in chunks} == {"gpt-4o-mini"}
+    assert a["gen_ai.response.model"] == "gpt-4-0613"
 
 
 def _completion_body(prompts: list[str]) -> bytes:
@@ -249,9 +252,14 @@ def _completion_body(prompts: list[str]) -> bytes:
     return json.dumps(body).encode()
 
 
+# The model a ``/v1/completions`` stream names: a dated snapshot, so that the provider's model is told from the name
+# LiteLLM writes into the chunks it yields (the request's).
+SERVED_MODEL = "gpt-3.5-turbo-instruct-0914"
+
+
 def _completion_stream() -> bytes:
     """A ``/v1/completions`` stream in the API reference's shape: text chunks, a finish, a usage chunk."""
-    base = {"id": "cmpl-test2", "object": "text_completion", "created": 1700000000, "model": "gpt-3.5-turbo-instruct"}
+    base = {"id": "cmpl-test2", "object": "text_completion", "created": 1700000000, "model": SERVED_MODEL}
     events = [
         {**base, "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}]}
         for text, finish in (("This", None), (" is", None), (" a test.", None), ("", "stop"))
@@ -291,15 +299,23 @@ async def test_text_completion_of_an_openai_completions_model(is_async: bool, ex
     assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (7, 9)
 
 
+@pytest.mark.parametrize("include_usage", [True, False])
 async def test_text_completion_stream_of_an_openai_completions_model(
-    is_async: bool, exporter: InMemorySpanExporter
+    is_async: bool, include_usage: bool, exporter: InMemorySpanExporter
 ) -> None:
+    """The provider's model and usage, read where LiteLLM's ``/v1/completions`` handler keeps them.
+
+    Without ``include_usage`` LiteLLM yields no usage (the server sends its usage chunk all the same here): the
+    span records the usage LiteLLM kept from the caller, as for a chat stream.
+    """
+    options = {"stream_options": {"include_usage": True}} if include_usage else {}
     with ReplayServer([_served(_completion_stream(), "text/event-stream")]) as server:
         stream = await complete_text(is_async, prompt="Say this is a test", model="openai/gpt-3.5-turbo-instruct",
-                                     api_base=f"{server.url}/v1", stream=True,
-                                     stream_options={"include_usage": True})  # fmt: skip
+                                     api_base=f"{server.url}/v1", stream=True, **options)  # fmt: skip
         chunks = await drain(stream, is_async)
         assert server.received[0].path == "/v1/completions"
+    assert {c.model for c in chunks} == {"gpt-3.5-turbo-instruct"}  # LiteLLM's name, not the provider's
+    assert any(c.usage for c in chunks) is include_usage
     text = "".join(c.choices[0].text or "" for c in chunks if c.choices)
     assert text == "This is a test."
     (span,) = exporter.get_finished_spans()
@@ -309,6 +325,7 @@ async def test_text_completion_stream_of_an_openai_completions_model(
     ]
     assert a["evaltrace.stream.end_reason"] == "exhausted"
     assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (5, 4)
+    assert a["gen_ai.response.model"] == SERVED_MODEL
 
 
 async def test_text_completion_error_sets_error_type_and_reraises(

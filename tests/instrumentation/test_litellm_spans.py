@@ -13,7 +13,6 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM fetches its price map at import otherwise
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,7 +20,6 @@ import pytest
 litellm = pytest.importorskip("litellm")
 
 from litellm_replay import LITELLM_WARNINGS, OPENAI, USER, anthropic_reply, complete, drain  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import StatusCode  # noqa: E402
 
@@ -32,16 +30,8 @@ from evaltrace.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
 GROQ = FIXTURES / "groq-cassettes" / "pydantic-ai"
 
 
-@pytest.fixture
-def instrumented(provider: TracerProvider, capture: None) -> Iterator[LiteLLMInstrumentor]:
-    instrumentor = LiteLLMInstrumentor()
-    instrumentor.instrument()
-    yield instrumentor
-    instrumentor.uninstrument()
-
-
 pytestmark = [
-    pytest.mark.usefixtures("instrumented"),
+    pytest.mark.usefixtures("litellm_instrumented"),
     *LITELLM_WARNINGS,
 ]
 
@@ -99,6 +89,10 @@ async def test_stream_sync_and_async(is_async: bool, exporter: InMemorySpanExpor
     assert 0 < a["gen_ai.response.time_to_first_chunk"] <= a["evaltrace.stream.time_to_last_chunk"]
     assert a["gen_ai.response.finish_reasons"] == ("stop",)
     assert _json(span, "gen_ai.output.messages")[0]["parts"] == [{"type": "text", "content": text}]
+    # LiteLLM writes its own name of the model into every chunk; the span names the provider's, from the recorded
+    # chunks (recorded for ``gpt-4``), as the same call unstreamed does.
+    assert {c.model for c in chunks} == {"gpt-4o-mini"}
+    assert a["gen_ai.response.model"] == "gpt-4-0613"
 
 
 class _OpenAIHandler(litellm.CustomLLM):  # type: ignore[misc]
@@ -128,7 +122,7 @@ class _OpenAIHandler(litellm.CustomLLM):  # type: ignore[misc]
 
 
 async def test_one_span_when_the_inner_sdk_is_instrumented_too(
-    instrumented: LiteLLMInstrumentor, is_async: bool, exporter: InMemorySpanExporter
+    litellm_instrumented: LiteLLMInstrumentor, is_async: bool, exporter: InMemorySpanExporter
 ) -> None:
     cassette = load_cassette(OPENAI / "test_chat_completion_with_content.yaml")
     previous = litellm.custom_provider_map
@@ -144,7 +138,7 @@ async def test_one_span_when_the_inner_sdk_is_instrumented_too(
             assert span.attributes["gen_ai.provider.name"] == "viaopenai"
             assert span.attributes["gen_ai.response.id"] == "chatcmpl-ASYMQRl3A3DXL9FWCK9tnGRcKIO7q"
             exporter.clear()
-            instrumented.uninstrument()  # without LiteLLM's span, the openai client's own is there
+            litellm_instrumented.uninstrument()  # without LiteLLM's span, the openai client's own is there
             await complete(is_async, model="viaopenai/gpt-4o-mini")
             assert [s.name for s in exporter.get_finished_spans()] == ["chat gpt-4o-mini"]
     finally:
@@ -192,8 +186,10 @@ async def test_error_sets_error_type_and_reraises(is_async: bool, exporter: InMe
     assert span.attributes["gen_ai.provider.name"] == "openai"
 
 
-def test_uninstrument_restores_litellm(instrumented: LiteLLMInstrumentor, exporter: InMemorySpanExporter) -> None:
-    instrumented.uninstrument()
+def test_uninstrument_restores_litellm(
+    litellm_instrumented: LiteLLMInstrumentor, exporter: InMemorySpanExporter
+) -> None:
+    litellm_instrumented.uninstrument()
     with ReplayServer(load_cassette(OPENAI / "test_chat_completion_with_content.yaml")) as server:
         litellm.completion(model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", api_key="t", messages=USER)
     assert exporter.get_finished_spans() == ()

@@ -34,6 +34,7 @@ from evaltrace.instrumentation.litellm.extras import (
     add_redacted,
     drop_unknown_finishes,
     finish_dropped,
+    provider_model,
     redacted_count,
     reported_usage,
 )
@@ -221,8 +222,8 @@ _NO_INDEX = object()  # no choice index read yet in a batch
 class LiteLLMChatAccumulator(ChatAccumulator):
     """OpenAI's chat accumulator over LiteLLM's chunks, plus the ``reasoning_content`` of each ``Delta``.
 
-    ``stream``: LiteLLM's ``CustomStreamWrapper`` folded, read once when the stream ends for the usage it did not
-    yield (see ``extras.reported_usage``); None when the chunks come from elsewhere.
+    ``stream``: LiteLLM's ``CustomStreamWrapper`` folded, read once when the stream ends for the provider's model
+    and the usage it did not yield (``_read_stream``); None when the chunks come from elsewhere.
     """
 
     __slots__ = ("redacted", "source", "stream")
@@ -250,11 +251,20 @@ class LiteLLMChatAccumulator(ChatAccumulator):
         """Each choice's finish reason (None: none arrived), in choice order."""
         return [self.choices[i].finish_reason for i in sorted(self.choices)]
 
-    def _stream_usage(self) -> None:
-        """Take the usage LiteLLM kept from the caller (no usage chunk folded) as the stream's, once."""
+    def _read_stream(self) -> None:
+        """Read what LiteLLM kept on the stream, once: the provider's model, and its usage when none was folded.
+
+        The provider's model (``extras.provider_model``) stands for the one LiteLLM wrote into every chunk, as the
+        response of the same call unstreamed names it; the usage is the one LiteLLM kept from the caller (no usage
+        chunk folded, see ``extras.reported_usage``).
+        """
         stream, self.stream = self.stream, None
-        if self.usage is None and stream is not None:
-            self.usage = reported_usage(stream)
+        if stream is not None:
+            model = provider_model(stream)
+            if model is not None:
+                self.model = model
+            if self.usage is None:
+                self.usage = reported_usage(stream)
 
     def add(self, chunk: Any) -> bool:
         """Fold one ``ModelResponseStream`` in (see ``ChatAccumulator.add``); O(1) per choice.
@@ -427,15 +437,15 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                 chunk_failed()
 
     def summary(self) -> Summary:
-        """OpenAI's summary, with the usage LiteLLM did not yield (see ``extras.reported_usage``)."""
+        """OpenAI's summary, with the provider's model and the usage LiteLLM did not yield (``_read_stream``)."""
         if self.stream is not None:  # tested here: a call less when no stream is left to read
-            self._stream_usage()
+            self._read_stream()
         return ChatAccumulator.summary(self)
 
     def outcome(self) -> Outcome:
-        """OpenAI's outcome, with the usage LiteLLM did not yield and the cache writes it reports for Anthropic."""
+        """OpenAI's outcome, with what ``_read_stream`` reads and the cache writes LiteLLM reports for Anthropic."""
         if self.stream is not None:
-            self._stream_usage()
+            self._read_stream()
         result = ChatAccumulator.outcome(self)
         # Only a choice without a finish has one to leave out: counted, no list built per stream otherwise.
         if len(result.finish_reasons) < len(self.choices):

@@ -1,8 +1,8 @@
 """The LiteLLM functions traced (the table only: ``instrument_litellm()`` imports neither LiteLLM nor the codec).
 
 ``litellm.completion`` / ``acompletion`` (chat), ``embedding`` / ``aembedding`` (embeddings),
-``text_completion`` / ``atext_completion`` (text completion) and ``responses`` / ``aresponses`` (LiteLLM's Responses
-API, a chat) are module functions: the package attributes are
+``text_completion`` / ``atext_completion`` (text completion), ``responses`` / ``aresponses`` (LiteLLM's Responses
+API, a chat) and ``rerank`` / ``arerank`` (a rerank, Cohere's API whatever the provider) are module functions: the package attributes are
 wrapped, which is where applications (and LiteLLM's ``Router``) look them up. Code that ran ``from litellm import
 completion`` before ``instrument_litellm()`` keeps the unwrapped function. The async functions call the sync ones
 through ``litellm.main``'s own names (unwrapped), so one call makes one span.
@@ -20,12 +20,15 @@ TEXT_COMPLETION = "text_completion"
 ATEXT_COMPLETION = "atext_completion"
 RESPONSES = "responses"
 ARESPONSES = "aresponses"
+RERANK = "rerank"
+ARERANK = "arerank"
 
 SYNC_FUNCTIONS = frozenset((COMPLETION, EMBEDDING, TEXT_COMPLETION, RESPONSES))
 """The functions whose stream (if any) is iterated with ``for``: LiteLLM's stream classes are both kinds."""
 EMBEDDING_FUNCTIONS = frozenset((EMBEDDING, AEMBEDDING))
 TEXT_FUNCTIONS = frozenset((TEXT_COMPLETION, ATEXT_COMPLETION))
 RESPONSES_FUNCTIONS = frozenset((RESPONSES, ARESPONSES))
+RERANK_FUNCTIONS = frozenset((RERANK, ARERANK))
 
 ENDPOINTS = (
     Endpoint("litellm", None, "completion", COMPLETION, is_async=False),
@@ -36,4 +39,6 @@ ENDPOINTS = (
     Endpoint("litellm", None, "atext_completion", ATEXT_COMPLETION, is_async=True),
     Endpoint("litellm", None, "responses", RESPONSES, is_async=False),
     Endpoint("litellm", None, "aresponses", ARESPONSES, is_async=True),
+    Endpoint("litellm", None, "rerank", RERANK, is_async=False),
+    Endpoint("litellm", None, "arerank", ARERANK, is_async=True),
 )

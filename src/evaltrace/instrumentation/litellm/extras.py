@@ -1,4 +1,4 @@
-"""What LiteLLM keeps beside the OpenAI shape it returns: a stream's unyielded usage, redacted thinking blocks.
+"""What LiteLLM keeps beside the OpenAI shape: a stream's unyielded usage and provider model, redacted thinking.
 
 Split from :mod:`evaltrace.instrumentation.litellm.codec`, which reads these once per response or per stream (a
 redacted block: once per chunk that carries one), never per ordinary chunk.
@@ -70,6 +70,19 @@ def reported_usage(stream: Any) -> Any:
         return total(chunks=chunks)
     except Exception:  # LiteLLM's streaming internals, not a public API: no total beats losing the whole record
         return None
+
+
+def provider_model(stream: Any) -> str | None:
+    """The model the provider named in a LiteLLM stream, as LiteLLM kept it; None when it kept none.
+
+    LiteLLM writes its own model name (the request's, its provider prefix removed: ``gpt-4o-mini``) into every chunk
+    it yields, where the response it returns unstreamed names the provider's (``gpt-4o-mini-2024-07-18``). It keeps
+    the provider's on the ``CustomStreamWrapper`` (``_provider_response_model``: the last non-empty ``model`` of the
+    provider's chunks, which it also copies into each chunk's ``_hidden_params``). A private attribute, read once
+    per stream; a LiteLLM without it leaves the chunks' model as the span's.
+    """
+    model = getattr(stream, "_provider_response_model", None)
+    return model if isinstance(model, str) and model else None
 
 
 def finish_dropped(source: Any, finishes: list[Any]) -> bool:

@@ -2,8 +2,10 @@
 
 ``completion`` / ``acompletion`` are read in :mod:`~evaltrace.instrumentation.litellm.codec`, ``embedding`` /
 ``aembedding`` in :mod:`~evaltrace.instrumentation.litellm.embeddings`, ``text_completion`` / ``atext_completion``
-in :mod:`~evaltrace.instrumentation.litellm.text` and ``responses`` / ``aresponses`` in
-:mod:`~evaltrace.instrumentation.litellm.responses`; the provider, server and ``Router`` model group in
+in :mod:`~evaltrace.instrumentation.litellm.text`, ``responses`` / ``aresponses`` in
+:mod:`~evaltrace.instrumentation.litellm.responses` and ``rerank`` / ``arerank`` in
+:mod:`~evaltrace.instrumentation.litellm.rerank` (imported with the first rerank: it reads with the Cohere
+instrumentation's functions); the provider, server and ``Router`` model group in
 :mod:`~evaltrace.instrumentation.litellm.providers`.
 """
 
@@ -21,6 +23,7 @@ from evaltrace.instrumentation.litellm.codec import LiteLLMChatAccumulator, erro
 from evaltrace.instrumentation.litellm.endpoints import (
     COMPLETION,
     EMBEDDING_FUNCTIONS,
+    RERANK_FUNCTIONS,
     RESPONSES_FUNCTIONS,
     SYNC_FUNCTIONS,
     TEXT_FUNCTIONS,
@@ -41,17 +44,25 @@ class Route(NamedTuple):
 
 
 class LiteLLMCodec(Codec):
-    """LiteLLM's chat, embeddings, text completion and Responses functions, named after each model's provider."""
+    """LiteLLM's chat, embeddings, text completion, Responses and rerank functions, named after each model's provider."""
 
     provider = UNKNOWN_PROVIDER
     label = "LiteLLM"
 
     def operation(self, kind: Hashable) -> str:
-        """``chat`` (``completion``, ``responses``), ``embeddings`` (``embedding``) or ``text_completion``."""
+        """``chat`` (``completion``, ``responses``), ``embeddings``, ``text_completion`` or ``rerank``."""
         function = kind.function if isinstance(kind, Route) else COMPLETION
         if function in EMBEDDING_FUNCTIONS:
             return sc.OP_EMBEDDINGS
+        if function in RERANK_FUNCTIONS:
+            return sc.OP_RERANK
         return sc.OP_TEXT_COMPLETION if function in TEXT_FUNCTIONS else sc.OP_CHAT
+
+    def span_kind(self, kind: Hashable) -> str:
+        """``task`` for a rerank (it answers nothing: not an LLM step, as the Cohere rerank span), else the engine's."""
+        if isinstance(kind, Route) and kind.function in RERANK_FUNCTIONS:
+            return sc.KIND_TASK
+        return super().span_kind(kind)
 
     def route(self, endpoint: Endpoint, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Name positional arguments; resolve the provider and server of the call (see ``resolve``)."""
@@ -73,6 +84,10 @@ class LiteLLMCodec(Codec):
             attrs = text.request_attributes(params, capture, max_len)
         elif function in RESPONSES_FUNCTIONS:
             attrs = responses.request_attributes(params, capture, max_len)
+        elif function in RERANK_FUNCTIONS:
+            from evaltrace.instrumentation.litellm import rerank
+
+            attrs = rerank.request_attributes(params, capture, max_len)
         else:
             attrs = request_attributes(params, capture, max_len)
         if "metadata" in params or "litellm_metadata" in params:
@@ -82,8 +97,13 @@ class LiteLLMCodec(Codec):
         return attrs
 
     def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
-        """A ``ModelResponse``, ``EmbeddingResponse``, ``TextCompletionResponse`` or ``ResponsesAPIResponse``."""
+        """The call's response: ``ModelResponse``, ``EmbeddingResponse``, ``RerankResponse``... of its function."""
         function = kind.function if isinstance(kind, Route) else COMPLETION
+        if isinstance(kind, Route) and function in RERANK_FUNCTIONS:
+            from evaltrace._internal import settings
+            from evaltrace.instrumentation.litellm import rerank
+
+            return rerank.outcome(result, kind.provider, capture, settings.get().max_attribute_length)
         if function in EMBEDDING_FUNCTIONS:
             return embeddings.outcome(result, capture)
         if function in TEXT_FUNCTIONS:
@@ -95,6 +115,10 @@ class LiteLLMCodec(Codec):
     def summary(self, kind: Hashable, result: Any) -> Summary:
         """Model and token counts of a response."""
         function = kind.function if isinstance(kind, Route) else COMPLETION
+        if isinstance(kind, Route) and function in RERANK_FUNCTIONS:
+            from evaltrace.instrumentation.litellm import rerank
+
+            return rerank.summary(result, kind.provider)
         if function in EMBEDDING_FUNCTIONS:
             return embeddings.summary(result)
         if function in TEXT_FUNCTIONS:
@@ -127,7 +151,7 @@ class LiteLLMCodec(Codec):
                 return call.stream(result, responses.ResponsesAccumulator(), is_async=is_async)
             return PLAIN
         if name == _TEXT_STREAM:
-            return call.stream(result, text.TextAccumulator(text.inner_stream(result)), is_async=is_async)
+            return call.stream(result, text.TextAccumulator(*text.inner_streams(result)), is_async=is_async)
         return call.stream(result, LiteLLMChatAccumulator(result), is_async=is_async)
 
 

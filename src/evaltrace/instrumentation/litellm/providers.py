@@ -56,6 +56,8 @@ _DEFAULT_HOSTS: dict[str, Server] = {
 UNKNOWN_PROVIDER = "litellm"  # a model LiteLLM cannot place (the call then fails in LiteLLM itself)
 
 
+_RERANK_POSITIONAL = ("model", "query", "documents", "custom_llm_provider", "top_n", "rank_fields",
+                      "return_documents", "max_chunks_per_doc", "max_tokens_per_doc")  # fmt: skip
 # The leading parameters of each traced function, which callers may pass positionally.
 _POSITIONAL = {
     "embedding": ("model", "input"),
@@ -64,6 +66,9 @@ _POSITIONAL = {
     "atext_completion": ("prompt", "model"),
     "responses": ("input", "model"),  # the Responses API's order
     "aresponses": ("input", "model"),
+    # Cohere's rerank parameters, in LiteLLM's order (``arerank`` takes no ``max_tokens_per_doc`` positionally)
+    "rerank": _RERANK_POSITIONAL,
+    "arerank": _RERANK_POSITIONAL[:-1],
 }
 _CHAT_POSITIONAL = ("model", "messages")
 

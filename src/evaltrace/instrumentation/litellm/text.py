@@ -9,6 +9,7 @@ other model; the span is the same ``text_completion`` either way, as Ollama's ``
 
 from __future__ import annotations
 
+from types import AsyncGeneratorType, GeneratorType
 from typing import Any
 
 from evaltrace._internal import list_values
@@ -19,7 +20,12 @@ from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
 from evaltrace._internal.openai.parts import Message, Part, assistant_parts, field, output_message, text_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_usage
-from evaltrace.instrumentation.litellm.extras import drop_unknown_finishes, finish_dropped, reported_usage
+from evaltrace.instrumentation.litellm.extras import (
+    drop_unknown_finishes,
+    finish_dropped,
+    provider_model,
+    reported_usage,
+)
 
 Attributes = dict[str, Any]
 
@@ -96,16 +102,20 @@ class _Header:
 class TextAccumulator(ChatAccumulator):
     """``TextCompletionResponse`` chunks by choice index: ``text`` (and LiteLLM's ``reasoning_content``) appended.
 
-    ``stream``: the ``CustomStreamWrapper`` the ``TextCompletionStreamWrapper`` reads (``inner_stream``), whose
-    kept chunks hold the usage the caller was not given (``extras.reported_usage``); None when it is not reachable.
+    ``stream``: the ``CustomStreamWrapper`` the ``TextCompletionStreamWrapper`` reads (``inner_stream``), which
+    keeps the provider's model (``extras.provider_model``) and the usage the caller was not given
+    (``extras.reported_usage``); None when it is not reachable. ``pending``: the generator of LiteLLM's
+    ``/v1/completions`` handler, not started yet, whose ``CustomStreamWrapper`` is a local of its frame once it runs
+    (``handler_generator``): read with the first chunk (see ``add``); None when there is none.
     """
 
-    __slots__ = ("source", "stream")
+    __slots__ = ("pending", "source", "stream")
 
-    def __init__(self, stream: Any = None) -> None:
+    def __init__(self, stream: Any = None, pending: Any = None) -> None:
         ChatAccumulator.__init__(self)
         self.stream = stream
         self.source = stream  # kept after ``stream`` is read, for ``end_reason``
+        self.pending = pending
 
     def end_reason(self) -> str:
         """The chat stream's end reason, LiteLLM's own finish standing for the choices whose finish it dropped.
@@ -123,8 +133,15 @@ class TextAccumulator(ChatAccumulator):
         return [self.choices[i].finish_reason for i in sorted(self.choices)]
 
     def add(self, chunk: Any) -> bool:
-        """Fold one chunk in; True when it has a choice."""
+        """Fold one chunk in; True when it has a choice.
+
+        The first chunk (the header pending: no other chunk pays for it) also finds the ``CustomStreamWrapper`` of a
+        ``/v1/completions`` stream, in its handler's frame: the handler yielded this chunk and is suspended there,
+        its wrapper made; once the stream ends its frame is gone.
+        """
         if self.header_pending:
+            if self.pending is not None:
+                self._find_stream()
             self._read_header(_Header(chunk))
         choices = field(chunk, "choices") or ()
         for choice in choices:
@@ -146,19 +163,29 @@ class TextAccumulator(ChatAccumulator):
             self.usage = usage
         return bool(choices)
 
-    def _take_stream_usage(self) -> None:
+    def _find_stream(self) -> None:
+        generator, self.pending = self.pending, None
+        if self.stream is None and self.source is None:
+            self.stream = self.source = handler_stream(generator)
+
+    def _read_stream(self) -> None:
+        """The provider's model and the usage LiteLLM kept from the caller, as the chat stream's (once)."""
         stream, self.stream = self.stream, None
-        if self.usage is None and stream is not None:
-            self.usage = reported_usage(stream)
+        if stream is not None:
+            model = provider_model(stream)
+            if model is not None:
+                self.model = model
+            if self.usage is None:
+                self.usage = reported_usage(stream)
 
     def summary(self) -> Any:
-        """Model and token counts, with the usage LiteLLM kept from the caller."""
-        self._take_stream_usage()
+        """Model and token counts: the provider's model, the usage LiteLLM kept from the caller."""
+        self._read_stream()
         return ChatAccumulator.summary(self)
 
     def outcome(self) -> Outcome:
-        """The text of each choice, with the usage LiteLLM kept from the caller."""
-        self._take_stream_usage()
+        """The text of each choice, with the provider's model and the usage LiteLLM kept from the caller."""
+        self._read_stream()
         result = ChatAccumulator.outcome(self)
         # Only a choice without a finish has one to leave out: counted, no list built per stream otherwise.
         if len(result.finish_reasons) < len(self.choices):
@@ -169,22 +196,52 @@ class TextAccumulator(ChatAccumulator):
 
 
 def inner_stream(stream: Any) -> Any:
-    """The ``CustomStreamWrapper`` a ``TextCompletionStreamWrapper`` reads, else None.
+    """The ``CustomStreamWrapper`` a ``TextCompletionStreamWrapper`` reads, else None (see ``inner_streams``)."""
+    return inner_streams(stream)[0]
 
-    Sync (``text_completion``) it is the wrapper's ``completion_stream``. Async (``atext_completion``) that is
-    LiteLLM's ``_async_streaming(response, ...)`` generator, not started yet when the call returns, which iterates
-    the ``CustomStreamWrapper`` it was given: its argument, read from the generator's frame (the frame is gone once
-    the generator ends, so it is read now, once per stream). Anything else (a coroutine LiteLLM would await first,
-    a LiteLLM that reads its stream otherwise) gives None: the stream is then read from its chunks alone.
+
+def inner_streams(stream: Any) -> tuple[Any, Any]:
+    """(the ``CustomStreamWrapper`` a ``TextCompletionStreamWrapper`` reads, the handler generator that makes it).
+
+    A text completion of a chat model: sync (``text_completion``) the wrapper is the text stream's
+    ``completion_stream``. Async (``atext_completion``) that is LiteLLM's ``_async_streaming(response, ...)``
+    generator, not started yet when the call returns, which iterates the ``CustomStreamWrapper`` it was given: its
+    argument, read from the generator's frame (the frame is gone once the generator ends, so it is read now, once
+    per stream). A ``/v1/completions`` model (``gpt-3.5-turbo-instruct``): the stream read (sync), or the argument
+    (async), is the OpenAI handler's own generator, which makes its ``CustomStreamWrapper`` only when it starts:
+    that generator is the second item, for ``handler_stream`` to read with the first chunk. Anything else (a
+    coroutine LiteLLM would await first, a LiteLLM that reads its stream otherwise) gives (None, None): the stream
+    is then read from its chunks alone.
     """
     inner = getattr(stream, "completion_stream", None)
     if type(inner).__name__ == "CustomStreamWrapper":
-        return inner
+        return inner, None
+    if type(inner) is GeneratorType:
+        return None, inner
     frame = getattr(inner, "ag_frame", None)
     if frame is None:
-        return None
+        return None, None
     try:
         argument = frame.f_locals.get("response")
     except Exception:  # a frame's locals are CPython's to give: no inner stream beats a failed call
+        return None, None
+    if type(argument).__name__ == "CustomStreamWrapper":
+        return argument, None
+    return None, argument if type(argument) is AsyncGeneratorType else None
+
+
+def handler_stream(generator: Any) -> Any:
+    """The ``CustomStreamWrapper`` among the locals of a running (suspended) handler generator, else None.
+
+    LiteLLM's OpenAI text completion handler (``OpenAITextCompletion.streaming`` / ``async_streaming``) makes the
+    wrapper of the provider's stream in its body and yields that wrapper's chunks: it is a local of the generator's
+    frame from the first chunk until the generator ends. Called once per stream, with its first chunk.
+    """
+    frame = getattr(generator, "gi_frame", None) or getattr(generator, "ag_frame", None)
+    if frame is None:
         return None
-    return argument if type(argument).__name__ == "CustomStreamWrapper" else None
+    try:
+        values = list(frame.f_locals.values())
+    except Exception:  # as in ``inner_streams``: no inner stream beats a failed call
+        return None
+    return next((value for value in values if type(value).__name__ == "CustomStreamWrapper"), None)
