@@ -187,6 +187,8 @@ async def test_a_rerank_error_sets_error_type_and_reraises(is_async: bool, expor
         ("fireworks_ai", {"billed_units": {"search_units": 20}, "tokens": {"input_tokens": 20}}, (20, None)),
         # Cohere with billed tokens (a v2 answer that counts some): billed first, as the Cohere span reads them.
         ("cohere", {"billed_units": {"input_tokens": 5, "search_units": 1}, "tokens": {"input_tokens": 7}}, (5, None)),
+        # A provider that counts output tokens too: both kept.
+        ("voyage", {"tokens": {"input_tokens": 3, "output_tokens": 2}}, (3, 2)),
     ],
 )
 def test_where_each_providers_rerank_usage_is_read(

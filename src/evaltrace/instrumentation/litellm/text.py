@@ -106,7 +106,7 @@ class TextAccumulator(ChatAccumulator):
     keeps the provider's model (``extras.provider_model``) and the usage the caller was not given
     (``extras.reported_usage``); None when it is not reachable. ``pending``: the generator of LiteLLM's
     ``/v1/completions`` handler, not started yet, whose ``CustomStreamWrapper`` is a local of its frame once it runs
-    (``handler_generator``): read with the first chunk (see ``add``); None when there is none.
+    (``handler_stream``): read with the first chunk (see ``add``); None when there is none.
     """
 
     __slots__ = ("pending", "source", "stream")
