@@ -43,8 +43,11 @@ def anonymous(response: Any) -> dict[str, Any]:
     return {"role": "tool", "parts": [{"type": "tool_call_response", "response": response}]}
 
 
-def named(name: str, response: Any) -> dict[str, Any]:
-    return {"role": "tool", "parts": [{"type": "tool_call_response", "name": name, "response": response}]}
+def named(name: str, response: Any, call_id: str | None = None) -> dict[str, Any]:
+    part: dict[str, Any] = {"type": "tool_call_response", "name": name, "response": response}
+    if call_id is not None:
+        part["id"] = call_id
+    return {"role": "tool", "parts": [part]}
 
 
 def user(content: str) -> dict[str, Any]:
