@@ -126,6 +126,31 @@ def test_a_user_message_closes_the_calls_an_anonymous_result_could_answer() -> N
     assert pairing.unanswered == [earlier] and pairing.open == []
 
 
+def test_an_anonymous_result_after_a_user_message_answers_no_earlier_turns_call(spans: Spans) -> None:
+    """Turn 1's call was declined (no span, no result); turn 2's input ends with a result naming nothing.
+
+    Nothing ties it to turn 1's call, closed by the user message: it answers nothing (no result, no error).
+    """
+    declined = ToolCall(name="delete", arguments={"x": 1})
+    result = TraceMessage(role="tool", content="L")
+    messages = [
+        TraceMessage(role="user", content="q1"),
+        TraceMessage(role="assistant", tool_call=declined),
+        TraceMessage(role="user", content="never mind; q2"),
+        result,
+    ]
+    pairing = answered_calls(messages)
+    assert pairing.answers == {} and pairing.unanswered == [declined]
+    root = spans.start("invoke_agent a", agent(), 0)
+    chat(spans, [user("q1")], [asked(call_part("delete", {"x": 1}))], 1, root)
+    sent = [user("q1"), asked(call_part("delete", {"x": 1})), user("never mind; q2"), anonymous("L")]
+    chat(spans, sent, [said("ok")], 3, root)
+    root.end(end_time=T0_NS + 5_000_000)
+    for trace in both(spans):
+        assert [c.name for c in trace.tool_calls] == ["delete"]
+        assert trace.tool_results == []
+
+
 def test_ollama_style_results_are_each_calls_own_in_the_tool_views(spans: Spans) -> None:
     """Ollama: calls without ids, the results the model is sent name nothing; the second tool failed."""
     root = spans.start("invoke_agent a", agent(), 0)

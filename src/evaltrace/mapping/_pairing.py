@@ -8,7 +8,8 @@ name without an id: parallel calls of one tool are answered in order). A tool me
 nor a tool (Ollama's ``tool`` messages, some Gemini function-response shapes) answers the first call still waiting
 for its result, whatever its tool. A user message closes the calls still unanswered before it (the next turn's
 results are for the next turn's calls); a result that finds no open call answers the latest call made before it
-with its id or name (an anonymous one: the latest call), unless that call has its answer already.
+with its id or name, unless that call has its answer already. An anonymous one then answers nothing: naming
+neither, it cannot say which earlier turn's call it would be (an app's own tool, whose span gives the call).
 
 One pass over the messages, each call queued once: O(messages).
 """
@@ -72,17 +73,18 @@ class _Waiting:
 
 
 def _take(
-    waiting: _Waiting, latest: dict[str | None, TraceMessage], answered: set[int], key: str | None
+    waiting: _Waiting, latest: dict[str, TraceMessage], answered: set[int], key: str | None
 ) -> TraceMessage | None:
     """The first open call under ``key`` (taken: it is answered now), else the latest one if still unanswered.
 
-    ``key`` None: a result naming neither call nor tool, which takes the first open call of any tool.
+    ``key`` None: a result naming neither call nor tool, which takes the first open call of any tool, and none
+    when no call is open (a user message closed them: nothing ties it to an earlier turn's call).
 
     A second answer to an answered call (the text a model was sent for a call whose tool span gave an error
     result already) answers nothing: one call, one result.
     """
     found = waiting.take(key)
-    if found is not None:
+    if found is not None or key is None:
         return found
     found = latest.get(key)
     return found if found is not None and id(found) not in answered else None
@@ -101,7 +103,7 @@ def answered_calls(messages: list[TraceMessage]) -> Pairing:
     asked: dict[int, TraceMessage] = {}
     answered: set[int] = set()  # id() of the call messages a tool message answers
     waiting = _Waiting(answered)
-    latest: dict[str | None, TraceMessage] = {}  # the latest call by key; under None, the latest call of all
+    latest: dict[str, TraceMessage] = {}  # the latest call by key
     asking: list[TraceMessage] = []  # every message holding a call, in order
     for message in messages:
         role = message.role
@@ -120,7 +122,7 @@ def answered_calls(messages: list[TraceMessage]) -> Pairing:
         elif call is not None:
             key = _key(call.id, call.name)
             waiting.add(key, message)
-            latest[key] = latest[None] = message
+            latest[key] = message
             asking.append(message)
         elif role == "user":
             waiting.close()
