@@ -56,7 +56,7 @@ class ToolPlacer:
         """
         call, result, failed = self._read(span)
         matched = self._match(messages, call)
-        again = self._claimed_by_id(call) if matched is None else None
+        again = (self._claimed_by_id(call) or self._matched_again(call)) if matched is None else None
         if again is not None:
             # The same call id run again: a call that waited for approval and ran on resume, or a retry. One call
             # the model asked for, so one call here; the result that arrived last is the one it was given.
@@ -161,7 +161,10 @@ class ToolPlacer:
             and (since is None or self.ran_at.get(id(m.tool_call), since) >= since)
         ]
         free: list[ToolCall] | None = None  # the input's copies an id-less call may take, once computed
+        # The id-less calls adopted here, each with its copy and ``model_calls`` when its span ran.
+        taken: list[tuple[ToolCall, ToolCall, int | None]] = []
         for mine in mine_calls:
+            rerun = None
             if mine.id:
                 copy = self._copy_of(mine, inputs)
             else:
@@ -170,6 +173,9 @@ class ToolPlacer:
                 copy = next((c for c in free if _same_call(c, mine) and id(c) not in self.matched), None)
                 if copy is not None:
                     free.remove(copy)
+                    taken.append((mine, copy, self.ran_at.get(id(mine))))
+                else:
+                    copy = rerun = self._rerun_copy(mine, taken)
             if copy is None:
                 continue
             result = self.appended.pop(id(mine))
@@ -182,15 +188,29 @@ class ToolPlacer:
             claim = self.by_id.get(mine.id or "")
             if claim is not None and claim[0] is mine:
                 self.by_id[mine.id] = (copy, claim[1])  # type: ignore[index]  # mine.id is a non-empty str here
-            copy.started_at = mine.started_at
-            if id(mine) in self.failed:
+            if rerun is None:
+                copy.started_at = mine.started_at
+            if rerun is not None or id(mine) in self.failed:  # a re-run's failure (or success) is the last word
+                self._mark(copy, id(mine) in self.failed)
                 self.failed.discard(id(mine))
-                self.failed.add(id(copy))
             if answer is not None:
                 self.produced.discard(id(answer))
+            if rerun is not None:
+                self.pending = [(c, r) for c, r in self.pending if c is not copy or result is MISSING]
             self.pending.append((copy, result))
             adopted.append(Adoption(mine, copy, removed))
         return adopted
+
+    def _rerun_copy(self, mine: ToolCall, taken: list[tuple[ToolCall, ToolCall, int | None]]) -> ToolCall | None:
+        """The copy an equal id-less call adopted, run with no model call between: ``mine`` is that call run again.
+
+        The input holding fewer copies than tool spans ran the call (an application retrying a failed tool), the
+        model asked for it once: one call, whose last run's result is the one the model was sent.
+        """
+        for earlier, copy, ran in reversed(taken):
+            if earlier.name == mine.name and earlier.arguments == mine.arguments and self.ran_at.get(id(mine)) == ran:
+                return copy
+        return None
 
     def rehome(self, new: list[TraceMessage], since: int, keep: set[int]) -> list[tuple[ToolCall, ToolCall]]:
         """Move the calls tool spans ran since a silent model call from the history to that call's copies.
@@ -262,6 +282,20 @@ class ToolPlacer:
         if claim is None or claim[0].name != call.name or claim[1] != self.model_calls:
             return None
         return claim[0]
+
+    def _matched_again(self, call: ToolCall) -> ToolCall | None:
+        """The model's call without an id a span ran with no model call since, the same tool and arguments: a re-run.
+
+        No other call of the conversation is left for this span (``_match`` found none): the model asked once and
+        the application ran it twice (a retry after a failure), so the last run's result is the call's.
+        """
+        if call.id:
+            return None
+        for earlier, at in reversed(self.matched_at):
+            same = earlier.name == call.name and earlier.arguments == call.arguments
+            if same and not earlier.id and at == self.model_calls:
+                return earlier
+        return None
 
     def _match(self, messages: list[TraceMessage], call: ToolCall) -> ToolCall | None:
         """Find the unmatched assistant tool call a tool span executed: same id, else same name and arguments.
