@@ -98,3 +98,24 @@ def test_a_failed_span_after_a_silent_call_keeps_its_error_on_the_silent_calls_c
     for trace in both(spans):
         assert [r.content for r in trace.tool_results] == [{"error": "no clock"}]
         assert ToolErrorRate().evaluate(trace).score == 1.0
+
+
+def test_a_second_turns_span_only_call_is_the_copy_after_its_user_message(spans: Spans) -> None:
+    """Turn 2 in the same trace: the app runs the approved call, then the model is sent it after the new message.
+
+    Turn 1's equal call (the model's, counted) came before that user message: it does not account for the copy.
+    """
+    root = spans.start("invoke_agent a", agent(), 0)
+    chat(spans, [user("q1")], [asked(call_part("search", {"q": "a"}))], 1, root)
+    spans.span("execute_tool search", tool("search", {"q": "a"}, "A1"), 2, 3, root)
+    first = [user("q1"), asked(call_part("search", {"q": "a"})), named("search", "A1")]
+    chat(spans, first, [said("A1.")], 4, root)
+    spans.span("execute_tool search", tool("search", {"q": "a"}, "A2"), 6, 7, root)
+    second = [*first, said("A1."), user("again"), asked(call_part("search", {"q": "a"})), named("search", "A2")]
+    chat(spans, second, [said("A2.")], 8, root)
+    root.end(end_time=T0_NS + 10_000_000)
+    for trace in both(spans):
+        roles = [m.role for m in trace.messages]
+        assert roles == ["user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant"]
+        assert [(c.from_tool_span, c.started_at) for c in trace.tool_calls] == [(False, at(2)), (False, at(6))]
+        assert [r.content for r in trace.tool_results] == ["A1", "A2"]

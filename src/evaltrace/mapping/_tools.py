@@ -386,11 +386,17 @@ def _turn_copies(
     """The calls of the input's current turn (after its last user message) that no counted call accounts for.
 
     Each call the conversation's current turn counted already (``own``, the appended ones aside: they are what
-    adopts) accounts for one copy of it, the earliest: the model is sent the turn's calls in the order made.
+    adopts) accounts for one copy of it, the earliest: the model is sent the turn's calls in the order made. An
+    input whose last user message the conversation does not hold starts a turn of its own (a second turn in the
+    same trace): the conversation's calls all came before that message, so none accounts for a copy after it.
     """
+    turn = after_last_user(messages)
+    asking = next((m for m in reversed(inputs) if m.role == "user"), None)
+    if asking is not None and not any(m.role == "user" and m.content == asking.content for m in messages):
+        turn = []
     counted = [
         m.tool_call
-        for m in after_last_user(messages)
+        for m in turn
         if m.role != "tool"
         and m.tool_call is not None
         and id(m.tool_call) not in appended
