@@ -60,3 +60,50 @@ def test_a_call_its_messages_leave_unanswered_shows_no_later_calls_result_under_
         TraceMessage(role="tool", name="time", tool_call_id="call_0", content="11:00"),
     ]
     assert _table(messages=messages) == [("time", ""), ("time", "11:00")]
+
+
+def test_results_naming_neither_call_nor_tool_are_shown_beside_the_calls_they_answer() -> None:
+    """Ollama-style: calls without ids, results the model is sent without id or tool name, in the calls' order."""
+    weather, clock = ToolCall(name="weather", arguments={"city": "Paris"}), ToolCall(name="time")
+    messages = [
+        TraceMessage(role="user", content="Weather and time?"),
+        TraceMessage(role="assistant", tool_call=weather),
+        TraceMessage(role="assistant", tool_call=clock),
+        TraceMessage(role="tool", content="sunny"),
+        TraceMessage(role="tool", content="11:00"),
+    ]
+    assert _table(messages=messages) == [("weather", "sunny"), ("time", "11:00")]
+
+
+def test_a_failed_calls_row_shows_its_error_result_not_the_text_the_model_was_sent() -> None:
+    """The views the mapping gives: a failed call's result is an error, its message the text the model was sent."""
+    weather, clock = ToolCall(name="weather"), ToolCall(name="time")
+    messages = [
+        TraceMessage(role="user", content="Weather and time?"),
+        TraceMessage(role="assistant", tool_call=weather),
+        TraceMessage(role="assistant", tool_call=clock),
+        TraceMessage(role="tool", content="sunny"),
+        TraceMessage(role="tool", content="Please retry: no clock"),
+    ]
+    results = [ToolResult(name="", content="sunny"), ToolResult(name="", content={"error": "no clock"})]
+    rows = _table(messages=messages, tool_calls=[weather, clock], tool_results=results)
+    assert [(name, result.replace(" ", "").replace("\n", "")) for name, result in rows] == [
+        ("weather", "sunny"),
+        ("time", '{"error":"noclock"}'),
+    ]
+
+
+def test_a_turns_anonymous_result_is_not_the_earlier_turns_under_the_same_tool() -> None:
+    """The turn's views hold its own call and result; its messages repeat turn 1's call of the same tool first."""
+    earlier, now = ToolCall(name="time"), ToolCall(name="time")
+    messages = [
+        TraceMessage(role="user", content="Time?"),
+        TraceMessage(role="assistant", tool_call=earlier),
+        TraceMessage(role="tool", content="10:00"),
+        TraceMessage(role="assistant", content="10."),
+        TraceMessage(role="user", content="And now?"),
+        TraceMessage(role="assistant", tool_call=now),
+        TraceMessage(role="tool", content="11:00"),
+    ]
+    views = {"tool_calls": [now], "tool_results": [ToolResult(name="", content="11:00")]}
+    assert _table(messages=messages, **views) == [("time", "11:00")]

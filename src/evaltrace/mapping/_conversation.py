@@ -13,7 +13,7 @@ from evaltrace.mapping import conventions
 from evaltrace.mapping._messages import MessageReader
 from evaltrace.mapping._pairing import answered_calls
 from evaltrace.mapping._spans import attrs, is_llm, is_tool
-from evaltrace.mapping._tools import ToolPlacer
+from evaltrace.mapping._tools import ToolPlacer, after_last_user
 from evaltrace.schema import ToolCall, ToolResult, TraceMessage, derive_tool_views
 
 
@@ -109,6 +109,10 @@ class Conversation:
         # id() of what this trace itself produced: model output messages and the calls its tool spans ran (all
         # kept alive by self.messages); anything else an input brought is context, maybe an earlier turn's.
         self._own: set[int] = set()
+        # The index (``ToolPlacer.model_calls``) of the previous model call when it recorded no output messages:
+        # the calls it made show first in the next model call's input, and only tool spans since ran them.
+        self._silent: int | None = None
+        self._output_calls: set[int] = set()  # id() of the calls model calls answered with (kept alive by messages)
 
     def _keys(self) -> list[str]:
         return [self._key_cache.setdefault(id(m), message_key(m)) for m in self.messages]
@@ -152,12 +156,30 @@ class Conversation:
             self._recorded(keys, set(wanted[:repeated]))
         self.messages.extend(fresh)
         self.messages.extend(candidate[repeated:])
+        if self._silent is not None:
+            self._count_silent_calls(candidate[repeated:], self._silent)
         self.messages.extend(outputs)
         self._add_step(span, outputs)
 
+    def _count_silent_calls(self, new: list[TraceMessage], since: int) -> None:
+        """Count the calls the previous model call made though it recorded no output: this input shows them first.
+
+        ``new``: the part of this input the conversation did not hold. Its calls after its last user message are
+        the silent call's (before one: an earlier turn's, when the silent call recorded no input either). The copies
+        that tool spans run since then adopted (``_adopt``) are counted once already, as their span's call; a span
+        since that matched an equal call of the history ran the copy instead (``ToolPlacer.rehome``).
+        """
+        made = after_last_user(new)
+        for message in made:
+            if message.role != "tool" and message.tool_call is not None:
+                self._own.add(id(message))
+        for call, copy in self._tools.rehome(made, since, self._output_calls):
+            self._own.discard(id(call))  # the history's call, which the span's match had counted
+            self._own.add(id(copy))
+
     def _adopt(self, inputs: list[TraceMessage]) -> None:
         """Let the input's copies of calls tool spans appended stand for them (a run resumed after an approval)."""
-        for adoption in self._tools.adopt(self.messages, inputs):
+        for adoption in self._tools.adopt(self.messages, inputs, self._own, self._silent):
             for message in adoption.removed:
                 self._key_cache.pop(id(message), None)  # no longer kept alive: its id() may be reused
             if id(adoption.call) in self._own:  # the adopted copy is the call this trace ran; other copies are history
@@ -176,6 +198,8 @@ class Conversation:
                 call.from_tool_span = False
 
     def _add_step(self, span: ReadableSpan, outputs: list[TraceMessage]) -> None:
+        self._silent = None if outputs else self._tools.model_calls
+        self._output_calls.update(id(m.tool_call) for m in outputs if m.tool_call is not None)
         self.steps.append((span, outputs))
         self._own.update(id(m) for m in outputs)
 
@@ -198,9 +222,11 @@ class Conversation:
         Each tool message answers the call it follows by position (``_pairing``), never every call under its id:
         servers that number ids per response (or give none) name an earlier turn's call as this turn's.
 
-        A call whose model call recorded no output counts when a tool span of the trace ran it (that span's call,
-        ``from_tool_span`` unless a later model input recorded it). Limit: such a call with no tool span, which
-        appears only in a later call's input, is not counted, as nothing tells it from history.
+        A call whose model call recorded no output counts once: as the call of the tool span that ran it
+        (``from_tool_span`` unless a later model input recorded it, whose copy then stands for it), else as the copy
+        the next model call's input holds after what the conversation held (after that part's last user message:
+        before it, an earlier turn's history); a tool span since that matched an equal unanswered call of the
+        history ran that copy instead.
         """
         messages = self.messages
         if not messages:

@@ -4,13 +4,19 @@ Some servers number call ids per response (``call_0`` again in the next turn: Mi
 proxies), and Gemini or Ollama calls often have no id at all. An id (or, without one, a tool name) then names
 several calls of one conversation, and a result matched by it alone could be an earlier turn's. A tool message
 answers a call made before it that no earlier tool message answered, the first such call with its id (its tool
-name without an id: parallel calls of one tool are answered in order). A user message closes the calls still
-unanswered before it (the next turn's results are for the next turn's calls); a result that finds no open call
-answers the latest call made before it with its id or name, unless that call has its answer already.
+name without an id: parallel calls of one tool are answered in order). A tool message naming neither a call id
+nor a tool (Ollama's ``tool`` messages, some Gemini function-response shapes) answers the first call still waiting
+for its result, whatever its tool. A user message closes the calls still unanswered before it (the next turn's
+results are for the next turn's calls); a result that finds no open call answers the latest call made before it
+with its id or name, unless that call has its answer already. An anonymous one then answers nothing: naming
+neither, it cannot say which earlier turn's call it would be (an app's own tool, whose span gives the call).
+
+One pass over the messages, each call queued once: O(messages).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import NamedTuple
 
 from evaltrace.schema import ToolCall, TraceMessage
@@ -33,17 +39,53 @@ def _key(call_id: str | None, name: str | None) -> str:
     return "i" + call_id if call_id else "n" + (name or "")
 
 
+class _Waiting:
+    """The calls still waiting for their result, by key and in message order: a user message empties it.
+
+    A call answered through one queue stays in the other until it reaches that queue's front, where it is
+    skipped (each call is queued and dropped once: no queue is searched).
+    """
+
+    def __init__(self, answered: set[int]) -> None:
+        self._answered = answered  # id() of the call messages answered: shared with ``answered_calls``
+        self._by_key: dict[str, deque[TraceMessage]] = {}
+        self._all: deque[TraceMessage] = deque()
+
+    def add(self, key: str, message: TraceMessage) -> None:
+        self._by_key.setdefault(key, deque()).append(message)
+        self._all.append(message)
+
+    def take(self, key: str | None) -> TraceMessage | None:
+        """The first call waiting under ``key`` (None: under any key), taken off: it is answered now."""
+        queue = self._all if key is None else self._by_key.get(key)
+        while queue:
+            found = queue.popleft()
+            if id(found) not in self._answered:
+                return found
+        return None
+
+    def close(self) -> None:
+        self._by_key.clear()
+        self._all.clear()
+
+    def ids(self) -> set[int]:
+        return {id(m) for m in self._all if id(m) not in self._answered}
+
+
 def _take(
-    open_calls: dict[str, list[TraceMessage]], latest: dict[str, TraceMessage], answered: set[int], key: str
+    waiting: _Waiting, latest: dict[str, TraceMessage], answered: set[int], key: str | None
 ) -> TraceMessage | None:
     """The first open call under ``key`` (taken: it is answered now), else the latest one if still unanswered.
+
+    ``key`` None: a result naming neither call nor tool, which takes the first open call of any tool, and none
+    when no call is open (a user message closed them: nothing ties it to an earlier turn's call).
 
     A second answer to an answered call (the text a model was sent for a call whose tool span gave an error
     result already) answers nothing: one call, one result.
     """
-    waiting = open_calls.get(key)
-    if waiting:
-        return waiting.pop(0)
+    found = waiting.take(key)
+    if found is not None or key is None:
+        return found
     found = latest.get(key)
     return found if found is not None and id(found) not in answered else None
 
@@ -59,30 +101,32 @@ def answered_calls(messages: list[TraceMessage]) -> Pairing:
         still open.
     """
     asked: dict[int, TraceMessage] = {}
-    open_calls: dict[str, list[TraceMessage]] = {}
-    latest: dict[str, TraceMessage] = {}
-    asking: list[TraceMessage] = []  # every message holding a call, in order
     answered: set[int] = set()  # id() of the call messages a tool message answers
+    waiting = _Waiting(answered)
+    latest: dict[str, TraceMessage] = {}  # the latest call by key
+    asking: list[TraceMessage] = []  # every message holding a call, in order
     for message in messages:
         role = message.role
         call = message.tool_call
         if role == "tool":
             call_id = message.tool_call_id or (call.id if call is not None else None)
             name = message.name or (call.name if call is not None else None)
-            found = _take(open_calls, latest, answered, _key(call_id, name))
+            # Neither id nor tool name: nothing tells which call, so the first one waiting (calls run in order).
+            key = _key(call_id, name) if call_id or name else None
+            found = _take(waiting, latest, answered, key)
             if found is None and call_id and name:  # the result has an id its call lacked: its tool name
-                found = _take(open_calls, latest, answered, _key(None, name))
+                found = _take(waiting, latest, answered, _key(None, name))
             if found is not None:
                 asked[id(message)] = found
                 answered.add(id(found))
         elif call is not None:
             key = _key(call.id, call.name)
-            open_calls.setdefault(key, []).append(message)
+            waiting.add(key, message)
             latest[key] = message
             asking.append(message)
-        elif role == "user" and open_calls:
-            open_calls = {}
-    still_open = {id(m) for waiting in open_calls.values() for m in waiting}
+        elif role == "user":
+            waiting.close()
+    still_open = waiting.ids()
     return Pairing(
         {answer: found.tool_call for answer, found in asked.items() if found.tool_call is not None},
         asked,

@@ -41,6 +41,9 @@ class ToolPlacer:
         self.failed: set[int] = set()
         # Calls appended by their tool span (no model call had asked for them yet), by id(): their last result.
         self.appended: dict[int, Any] = {}
+        self.ran_at: dict[int, int] = {}  # id() of an appended call -> ``model_calls`` when its span ran
+        # The calls a tool span matched in the conversation, with ``model_calls`` when it ran (``rehome``).
+        self.matched_at: list[tuple[ToolCall, int]] = []
         # id() of a tool message a model was sent for a failed call -> the error result the tool result views give
         # (the message keeps what the model was sent: ``messages`` is the conversation as it happened).
         self.errors: dict[int, dict[str, Any]] = {}
@@ -53,7 +56,7 @@ class ToolPlacer:
         """
         call, result, failed = self._read(span)
         matched = self._match(messages, call)
-        again = self._claimed_by_id(call) if matched is None else None
+        again = (self._claimed_by_id(call) or self._matched_again(call)) if matched is None else None
         if again is not None:
             # The same call id run again: a call that waited for approval and ran on resume, or a retry. One call
             # the model asked for, so one call here; the result that arrived last is the one it was given.
@@ -84,6 +87,7 @@ class ToolPlacer:
         # Claimed at once: a later identical span (a repeated call) is a call of its own, not this one again.
         self.matched.add(id(call))
         self.appended[id(call)] = result
+        self.ran_at[id(call)] = self.model_calls
         if call.id:
             self.by_id[call.id] = (call, self.model_calls)
         if result is not MISSING:
@@ -121,17 +125,27 @@ class ToolPlacer:
         call = ToolCall(id=call_id, name=name, arguments=tool_arguments(args), started_at=timestamp(span.start_time))
         return call, result, failed
 
-    def adopt(self, messages: list[TraceMessage], inputs: list[TraceMessage]) -> list[Adoption]:
+    def adopt(
+        self, messages: list[TraceMessage], inputs: list[TraceMessage], own: set[int], since: int | None = None
+    ) -> list[Adoption]:
         """Give the calls tool spans appended to the copies a model call's input (``inputs``) holds of them.
 
         A run resumed after an approval (or an external tool's result) runs the call before its first model call,
-        which is then sent the history with that call and its result in their place. The appended call and its
-        result message are taken out of ``messages``; the input's copy of the call takes the span's start time and
-        result (``insert_results`` gives it), so the conversation holds the call once, where it was made.
+        which is then sent the history with that call and its result in their place; a model call that recorded no
+        output has its calls run by tool spans, and the next model call's input holds them. The appended call and
+        its result message are taken out of ``messages``; the input's copy of the call takes the span's start time
+        and result (``insert_results`` gives it), so the conversation holds the call once, where it was made.
 
-        The copy is the input's latest call with the same id and tool name (and the same arguments, when both
-        recorded some): some servers number call ids per response (``call_0``), so an earlier turn's call in the
-        history may share the id of the call this run made. Each call adopts one copy, each copy one call.
+        A call with an id takes the input's latest call with the same id and tool name (and the same arguments,
+        when both recorded some): some servers number call ids per response (``call_0``), so an earlier turn's call
+        in the history may share the id of the call this run made. A call without one (Gemini, Ollama) takes the
+        earliest copy of its tool (and arguments) after the input's last user message (an earlier turn's calls come
+        before it), skipping the copies of the calls this turn counted already (``own``: a step whose model call
+        recorded the same call, made before). Each call adopts one copy, each copy one call.
+
+        ``since``: when the previous model call recorded no output, its index (``model_calls`` then): only the
+        calls tool spans ran since then are its calls, so only those adopt (a tool the application ran before is
+        not the call the model asked for).
 
         Returns:
             Each call taken out of ``messages``, the input's copy standing for it, and the messages removed.
@@ -139,12 +153,33 @@ class ToolPlacer:
         adopted: list[Adoption] = []
         if not self.appended:
             return adopted
-        mine_calls = [m.tool_call for m in messages if m.tool_call is not None and id(m.tool_call) in self.appended]
+        mine_calls = [
+            m.tool_call
+            for m in messages
+            if m.tool_call is not None
+            and id(m.tool_call) in self.appended
+            and (since is None or self.ran_at.get(id(m.tool_call), since) >= since)
+        ]
+        free: list[ToolCall] | None = None  # the input's copies an id-less call may take, once computed
+        # The id-less calls adopted here, each with its copy and ``model_calls`` when its span ran.
+        taken: list[tuple[ToolCall, ToolCall, int | None]] = []
         for mine in mine_calls:
-            copy = self._copy_of(mine, inputs)
+            rerun = None
+            if mine.id:
+                copy = self._copy_of(mine, inputs)
+            else:
+                if free is None:
+                    free = _turn_copies(messages, inputs, own, self.appended)
+                copy = next((c for c in free if _same_call(c, mine) and id(c) not in self.matched), None)
+                if copy is not None:
+                    free.remove(copy)
+                    taken.append((mine, copy, self.ran_at.get(id(mine))))
+                else:
+                    copy = rerun = self._rerun_copy(mine, taken)
             if copy is None:
                 continue
             result = self.appended.pop(id(mine))
+            self.ran_at.pop(id(mine), None)
             answer = self.answers.pop(id(mine), None)
             removed = [m for m in messages if m.tool_call is mine or m is answer]
             messages[:] = [m for m in messages if m.tool_call is not mine and m is not answer]
@@ -153,31 +188,76 @@ class ToolPlacer:
             claim = self.by_id.get(mine.id or "")
             if claim is not None and claim[0] is mine:
                 self.by_id[mine.id] = (copy, claim[1])  # type: ignore[index]  # mine.id is a non-empty str here
-            copy.started_at = mine.started_at
-            if id(mine) in self.failed:
+            if rerun is None:
+                copy.started_at = mine.started_at
+            if rerun is not None or id(mine) in self.failed:  # a re-run's failure (or success) is the last word
+                self._mark(copy, id(mine) in self.failed)
                 self.failed.discard(id(mine))
-                self.failed.add(id(copy))
             if answer is not None:
                 self.produced.discard(id(answer))
+            if rerun is not None:
+                self.pending = [(c, r) for c, r in self.pending if c is not copy or result is MISSING]
             self.pending.append((copy, result))
             adopted.append(Adoption(mine, copy, removed))
         return adopted
 
+    def _rerun_copy(self, mine: ToolCall, taken: list[tuple[ToolCall, ToolCall, int | None]]) -> ToolCall | None:
+        """The copy an equal id-less call adopted, run with no model call between: ``mine`` is that call run again.
+
+        The input holding fewer copies than tool spans ran the call (an application retrying a failed tool), the
+        model asked for it once: one call, whose last run's result is the one the model was sent.
+        """
+        for earlier, copy, ran in reversed(taken):
+            if earlier.name == mine.name and earlier.arguments == mine.arguments and self.ran_at.get(id(mine)) == ran:
+                return copy
+        return None
+
+    def rehome(self, new: list[TraceMessage], since: int, keep: set[int]) -> list[tuple[ToolCall, ToolCall]]:
+        """Move the calls tool spans ran since a silent model call from the history to that call's copies.
+
+        A model call that recorded no output made calls the conversation does not hold yet: a tool span that ran
+        one since could only match an equal call of the history (one a user message left unanswered). The next
+        model call's input shows the silent call's calls (``new``: what it holds beyond the conversation); a copy
+        there with the same id, tool and arguments is the call the span ran, and takes its start time and result.
+        ``keep``: id() of the calls a model call of the trace answered with, which stay the span's.
+
+        Returns:
+            Each history call given up, and the copy now standing for it.
+        """
+        moved: list[tuple[ToolCall, ToolCall]] = []
+        runs = [(call, at) for call, at in self.matched_at if at >= since and id(call) not in keep]
+        if not runs:
+            return moved
+        copies = [m.tool_call for m in new if m.role != "tool" and m.tool_call is not None]
+        for call, _ in runs:
+            copy = next(
+                (c for c in copies if c.id == call.id and _same_call(c, call) and id(c) not in self.matched), None
+            )
+            if copy is None:
+                continue
+            copies.remove(copy)
+            self.matched.discard(id(call))
+            self.matched.add(id(copy))
+            copy.started_at, call.started_at = call.started_at, None
+            self.pending = [(copy if c is call else c, r) for c, r in self.pending]
+            if id(call) in self.failed:
+                self.failed.discard(id(call))
+                self.failed.add(id(copy))
+            claim = self.by_id.get(call.id or "")
+            if claim is not None and claim[0] is call:
+                self.by_id[call.id] = (copy, claim[1])  # type: ignore[index]  # call.id is a non-empty str here
+            moved.append((call, copy))
+        moved_ids = {id(call) for call, _ in moved}
+        self.matched_at = [(c, at) for c, at in self.matched_at if id(c) not in moved_ids]
+        return moved
+
     def _copy_of(self, mine: ToolCall, inputs: list[TraceMessage]) -> ToolCall | None:
         """The input's latest copy of ``mine`` not adopted yet: same id, tool name and (if both have some) arguments."""
-        if not mine.id:
-            return None
         for message in reversed(inputs):
             copy = message.tool_call
-            if (
-                copy is not None
-                and copy is not mine
-                and copy.id == mine.id
-                and copy.name == mine.name
-                and (copy.arguments == mine.arguments or not copy.arguments or not mine.arguments)
-                and id(copy) not in self.matched
-            ):
-                return copy
+            if copy is not None and copy is not mine and copy.id == mine.id and _same_call(copy, mine):
+                if id(copy) not in self.matched:
+                    return copy
         return None
 
     def _mark(self, call: ToolCall, failed: bool) -> None:
@@ -189,6 +269,8 @@ class ToolPlacer:
     def model_call(self) -> None:
         """Note that a model call was placed: a tool span after it runs a call of a later step."""
         self.model_calls += 1
+        if self.matched_at:  # only the spans since the previous model call may be rehomed: the list stays short
+            self.matched_at = [(c, at) for c, at in self.matched_at if at >= self.model_calls - 1]
 
     def _claimed_by_id(self, call: ToolCall) -> ToolCall | None:
         """The call already claimed under the same id and tool name with no model call since: a run of it again.
@@ -200,6 +282,20 @@ class ToolPlacer:
         if claim is None or claim[0].name != call.name or claim[1] != self.model_calls:
             return None
         return claim[0]
+
+    def _matched_again(self, call: ToolCall) -> ToolCall | None:
+        """The model's call without an id a span ran with no model call since, the same tool and arguments: a re-run.
+
+        No other call of the conversation is left for this span (``_match`` found none): the model asked once and
+        the application ran it twice (a retry after a failure), so the last run's result is the call's.
+        """
+        if call.id:
+            return None
+        for earlier, at in reversed(self.matched_at):
+            same = earlier.name == call.name and earlier.arguments == call.arguments
+            if same and not earlier.id and at == self.model_calls:
+                return earlier
+        return None
 
     def _match(self, messages: list[TraceMessage], call: ToolCall) -> ToolCall | None:
         """Find the unmatched assistant tool call a tool span executed: same id, else same name and arguments.
@@ -234,6 +330,7 @@ class ToolPlacer:
             found = next((c for c in reversed(same) if id(c) in unanswered), None)
         if found is not None:
             self.matched.add(id(found))
+            self.matched_at.append((found, self.model_calls))
         return found
 
     def insert_results(self, messages: list[TraceMessage]) -> None:
@@ -268,6 +365,54 @@ class ToolPlacer:
             message = TraceMessage(role="tool", name=call.name, tool_call_id=call.id, content=tool_content(result))
             messages.insert(after, message)
             self.produced.add(id(message))
+
+
+def _same_call(copy: ToolCall, mine: ToolCall) -> bool:
+    """Whether ``copy`` may be ``mine``: the same tool, and the same arguments when both recorded some."""
+    return copy.name == mine.name and (copy.arguments == mine.arguments or not copy.arguments or not mine.arguments)
+
+
+def after_last_user(messages: list[TraceMessage]) -> list[TraceMessage]:
+    """The messages after the last user message (all of them without one): the current turn's."""
+    for at in range(len(messages) - 1, -1, -1):
+        if messages[at].role == "user":
+            return messages[at + 1 :]
+    return messages
+
+
+def _turn_copies(
+    messages: list[TraceMessage], inputs: list[TraceMessage], own: set[int], appended: dict[int, Any]
+) -> list[ToolCall]:
+    """The calls of the input's current turn (after its last user message) that no counted call accounts for.
+
+    Each call the conversation's current turn counted already (``own``, the appended ones aside: they are what
+    adopts) accounts for one copy of it, the earliest: the model is sent the turn's calls in the order made. An
+    input whose last user message the conversation does not hold starts a turn of its own (a second turn in the
+    same trace): the conversation's calls all came before that message, so none accounts for a copy after it.
+    """
+    turn = after_last_user(messages)
+    asking = next((m for m in reversed(inputs) if m.role == "user"), None)
+    if asking is not None and not any(m.role == "user" and m.content == asking.content for m in messages):
+        turn = []
+    counted = [
+        m.tool_call
+        for m in turn
+        if m.role != "tool"
+        and m.tool_call is not None
+        and id(m.tool_call) not in appended
+        and (id(m) in own or id(m.tool_call) in own)
+    ]
+    free: list[ToolCall] = []
+    for message in after_last_user(inputs):
+        copy = message.tool_call
+        if message.role == "tool" or copy is None:
+            continue
+        known = next((c for c in counted if _same_call(copy, c) and copy.id == c.id), None)
+        if known is not None:
+            counted.remove(known)
+        else:
+            free.append(copy)
+    return free
 
 
 def failure(result: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from evaltrace.report.chat import chat_messages, span_io
 from evaltrace.report.chat_html import render_bubbles, render_span_chat, render_thinking
 from evaltrace.report.model import ReportData, ScoreRow, SpanRow, SpanUsage, outcome_counts
 from evaltrace.report.text import esc, money, pretty, token_count
-from evaltrace.schema import Trace, TraceMessage
+from evaltrace.schema import ToolResult, Trace, TraceMessage
 
 __all__ = ["render_html"]
 
@@ -289,42 +289,57 @@ def _message(message: TraceMessage) -> str:
 def _calls_with_results(trace: Trace) -> list[tuple[Any, Any]]:
     """Pair each tool call with its result, in order, by the tool message answering it where ``messages`` has one.
 
-    By position, not by id alone (``answered_calls``): servers that number call ids per response give several
-    calls of one trace the same id (an agent loop's ``call_0`` at every step), each with its own result, and a call
-    no tool message answers shows none (not a later call's under its id). A result is taken by the id of the
-    message answering the call (else the call's), else by tool name among results without an id: an adapter or a
-    stored trace may set result views without ids (Gemini, Ollama) for calls that have some.
+    The mapping's pairing (``_pairing``), by position, not by id alone: servers that number call ids per response
+    give several calls of one trace the same id (an agent loop's ``call_0`` at every step), each with its own
+    result; a result naming neither call nor tool (Ollama) answers the first call waiting; a call no tool message
+    answers shows none (not a later call's under its id). A call's result is the view of the message answering it
+    (the views follow those messages in order: a failed call's view is an error, whatever text the model was
+    sent). Without that (views an adapter or a stored trace set without messages, or not one per answer), a
+    result is taken by the id of the message answering the call (else the call's), else by tool name among
+    results without an id (Gemini, Ollama adapters), else, for a result naming nothing, the first such.
     """
     unclaimed = list(trace.tool_results)
     pairs: list[tuple[Any, Any]] = []
-    for call, (paired, answer) in zip(trace.tool_calls, _answers(trace), strict=True):
-        result = None
-        if not paired or answer is not None:  # a call its messages hold unanswered has no result
+    for call, (paired, answer, view) in zip(trace.tool_calls, _answers(trace), strict=True):
+        result = view
+        if result is None and (not paired or answer is not None):  # a call its messages hold unanswered: none
             call_id = (answer.tool_call_id if answer is not None else None) or call.id
             if call_id:
                 result = next((r for r in unclaimed if r.tool_call_id == call_id), None)
             if result is None:
                 result = next((r for r in unclaimed if not r.tool_call_id and r.name == call.name), None)
-        if result is not None:
+            if result is None and answer is not None and not answer.tool_call_id and not answer.name:
+                result = next((r for r in unclaimed if not r.tool_call_id and not r.name), None)
+        if result is not None and result in unclaimed:
             unclaimed.remove(result)
         pairs.append((call, result.content if result is not None else ""))
     return pairs
 
 
-def _answers(trace: Trace) -> list[tuple[bool, TraceMessage | None]]:
-    """For each tool call view: whether ``messages`` pair it (they hold it and some result), and its answer there."""
+def _answers(trace: Trace) -> list[tuple[bool, TraceMessage | None, ToolResult | None]]:
+    """For each tool call view: whether ``messages`` pair it, its answer there, and that answer's result view.
+
+    The result views are the trace's own answers' in message order, so they line up with the answers of the
+    calls the views hold when there are as many; else no view is given here (the caller falls back to ids).
+    """
     if not any(m.role == "tool" for m in trace.messages):  # no results in the messages: the views alone tell
-        return [(False, None)] * len(trace.tool_calls)
+        return [(False, None, None)] * len(trace.tool_calls)
     messages = [m.model_copy() for m in trace.messages]  # each message once: pairing tells them apart by identity
     asked = answered_calls(messages).asked
     answer_of: dict[int, TraceMessage] = {}  # id() of a call's message -> the tool message answering it
     for message in messages:
         call_message = asked.get(id(message))
         if call_message is not None:
-            answer_of[id(call_message)] = message
+            answer_of.setdefault(id(call_message), message)
+    held = own_call_messages(messages, trace.tool_calls)
+    answers = [answer_of.get(id(m)) if m is not None else None for m in held]
+    mine = {id(a) for a in answers if a is not None}
+    in_order = [m for m in messages if id(m) in mine]  # the calls' answers, in message order
+    view_of: dict[int, ToolResult] = {}
+    if len(in_order) == len(trace.tool_results):
+        view_of = {id(m): r for m, r in zip(in_order, trace.tool_results, strict=True)}
     return [
-        (held is not None, answer_of.get(id(held)) if held is not None else None)
-        for held in own_call_messages(messages, trace.tool_calls)
+        (m is not None, a, view_of.get(id(a)) if a is not None else None) for m, a in zip(held, answers, strict=True)
     ]
 
 
