@@ -12,6 +12,7 @@ trace whose sources all lack text has no context, and the RAG evaluators skip it
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -170,6 +171,64 @@ def output_chunks(output: str) -> list[str]:
         if chunk is not None:
             chunks.append(chunk)
     return chunks
+
+
+# A search result given to a model as an application tool's result (Anthropic's ``search_result`` content block, the
+# part the instrumentations record one as): the keys it may hold. Any other key makes it the application's own data,
+# one chunk as any tool result, so a result that merely has a ``type`` of that name is not read source by source.
+_SEARCH_RESULT_KEYS = frozenset({"type", "source", "title", "content", "citations", "cache_control"})
+_TEXT_BLOCK_KEYS = frozenset({"type", "text", "citations", "cache_control"})
+
+
+def search_result_chunks(content: Any) -> list[str] | None:
+    """A tool result of search results as chunks, one per source with text; None for a result of any other shape.
+
+    The result is one ``search_result`` block, or a list of them only (as given, or as the JSON text the trace
+    mapping keeps a list result as): each with a ``source`` and a ``title`` (strings) and its text as ``content``, a
+    string (the instrumentations' part) or a list of ``text`` blocks (Anthropic's block, joined as the
+    instrumentation joins them, so that one source read both ways is one chunk). Extra keys: only ``citations``
+    and ``cache_control``. A chunk is ``title - source``, then the text (:func:`source_chunk`); a search result
+    without text is no chunk (nothing to judge against).
+    """
+    if isinstance(content, str):
+        if '"search_result"' not in content or not content.lstrip().startswith(("[", "{")):
+            return None  # an application's text: no parse
+        try:
+            content = json.loads(content)
+        except ValueError:
+            return None
+    blocks = [content] if isinstance(content, dict) else content
+    if not isinstance(blocks, list) or not blocks:
+        return None
+    texts: list[tuple[dict[str, Any], str]] = []
+    for block in blocks:
+        text = _search_result_text(block)
+        if text is None:
+            return None
+        texts.append((block, text))
+    chunks = [source_chunk({"title": b["title"], "source": b["source"], "content": t}) for b, t in texts]
+    return [chunk for chunk in chunks if chunk is not None]
+
+
+def _search_result_text(block: Any) -> str | None:
+    """The text of a ``search_result`` block of the allowed shape (maybe empty); None when it is not one."""
+    if not isinstance(block, dict) or block.get("type") != "search_result" or not block.keys() <= _SEARCH_RESULT_KEYS:
+        return None
+    if not isinstance(block.get("source"), str) or not isinstance(block.get("title"), str):
+        return None
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    texts: list[str] = []
+    for item in content:
+        if not (isinstance(item, dict) and item.get("type") == "text" and item.keys() <= _TEXT_BLOCK_KEYS):
+            return None
+        if not isinstance(text := item.get("text"), str):
+            return None
+        texts.append(text)
+    return "".join(texts)
 
 
 def unique(chunks: Iterable[str]) -> list[str]:
