@@ -58,6 +58,9 @@ _BLOCK_START = re.compile(r"\n\s*\n(?=Title: )")
 _BLOCK = re.compile(
     r"Title: (?P<title>[^\n]*)\nURL: (?P<url>[^\n]*)\nContent: (?P<content>.*?)(?:\nScore: [-+.\deE]+)?\s*", re.S
 )
+# A file search result's metadata (OpenAI's vector store file ``attributes``: strings, numbers, flags): each value a
+# ``key: value`` line of the chunk, after the text, so a judge sees a claim's date or author the file was filed with.
+_ATTRIBUTES = "attributes"
 _MAX_DEPTH = 8  # a result nests its sources a few levels down at most; a deeper value is not walked
 
 
@@ -65,7 +68,7 @@ def source_chunk(entry: dict[str, Any]) -> str | None:
     """One source (an object with a text and maybe a title and URL) as a chunk; None when it has no text.
 
     The chunk is ``title - url`` on a first line when it has either, then its text, then a ``key: value`` line for
-    each other field that says something (see ``_NOISE_KEYS``).
+    each other field that says something (see ``_NOISE_KEYS``) and for each of its ``attributes``.
     """
     text_key = next((k for k in _TEXT_KEYS if isinstance(v := entry.get(k), str) and v.strip()), None)
     if text_key is None:
@@ -79,8 +82,21 @@ def source_chunk(entry: dict[str, Any]) -> str | None:
         for key, value in entry.items()
         if key not in used and key not in _NOISE_KEYS and key not in _NOT_SOURCES and _informative(value)
     ]
+    attributes = entry.get(_ATTRIBUTES)
+    if isinstance(attributes, dict):  # a file's metadata (OpenAI file search): one line per value, as the fields
+        extras.extend(f"{key}: {_scalar(value)}" for key, value in attributes.items() if _attribute(value))
     body = "\n".join([entry[text_key].strip(), *extras])
     return f"{header}\n{body}" if header else body
+
+
+def _attribute(value: Any) -> bool:
+    """Whether a file attribute says something: a text, a number or a flag (set by whoever filed the file)."""
+    return isinstance(value, bool) or _informative(value)
+
+
+def _scalar(value: Any) -> str:
+    """An attribute's value as written in JSON: ``true`` / ``false`` for a flag, else its text."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 def _informative(value: Any) -> bool:
