@@ -370,7 +370,13 @@ def test_long_search_queries_count_against_the_share_and_are_marked(exporter: In
     assert file_call["evaltrace.truncated"] is True and file_call["original_lengths"] == {"queries": 100}
     (response,) = _responses_of([message])
     assert response["results"] == [] and response["original_lengths"] == {"results": 2}
-    assert trace_from_spans(exporter.get_finished_spans()).output.final_answer == OWN_ANSWER
+    trace = trace_from_spans(exporter.get_finished_spans())
+    assert trace.output.final_answer == OWN_ANSWER
+    # The Trace's calls keep the mark: a cut query is not taken for the one the model sent.
+    calls = {call.id: call.arguments for call in trace.tool_calls}
+    assert calls["ws_1"] == {"type": "search", "query": query[:8_192], "evaltrace.truncated": True,
+                             "original_lengths": {"query": len(query)}}  # fmt: skip
+    assert calls["fs_q"] == {"queries": [], "evaltrace.truncated": True, "original_lengths": {"queries": 100}}
 
 
 @pytest.mark.usefixtures("instrumented", "cap_16k")
