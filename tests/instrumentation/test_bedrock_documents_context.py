@@ -111,3 +111,22 @@ def test_a_converse_stream_text_document_is_context_and_not_the_question(exporte
     assert question_text(trace) == "What is sum of 1 to 10?"
     assert context_chunks(trace) == ["Arithmetic\n1 + 2 + ... + 10 = 55."]
     assert trace.output.final_answer
+
+
+def test_a_tool_result_of_one_text_document_shows_the_judge_no_marker(exporter: InMemorySpanExporter) -> None:
+    """A ``toolResult`` of one ``document`` is that part alone: its ``document`` mark is evaltrace's, not the tool's."""
+    document = {"document": {"name": "Policy", "format": "txt", "source": {"text": "Refunds within 30 days."}}}
+    with replay(TEXT_DOCUMENT) as (api, calls, _):
+        (call,) = calls
+        params = copy.deepcopy(call.params)
+        params["messages"] = [
+            {"role": "user", "content": [{"text": QUESTION}]},
+            {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "policy", "input": {}}}]},
+            {"role": "user", "content": [{"toolResult": {"toolUseId": "t1", "content": [document]}}]},
+        ]
+        params["toolConfig"] = {"tools": [{"toolSpec": {"name": "policy", "inputSchema": {"json": {}}}}]}
+        send(api, replace(call, params=params))
+    trace = trace_from_spans([only_span(exporter)])
+    (result,) = [m for m in trace.messages if m.role == "tool"]
+    assert isinstance(result.content, dict) and "document" not in result.content
+    assert "Refunds within 30 days." in str(result.content)

@@ -137,7 +137,10 @@ def tool_content(value: Any) -> dict[str, Any] | str:
 
     A result of documents (a Cohere tool's, an Anthropic ``tool_result`` of document blocks) is its parts without
     their document marker: evaltrace's mark of a request's documents, not the tool's, which a judge is not shown.
+    A result of one document (a Bedrock ``toolResult`` of one text ``document``) is that part, without it too.
     """
+    if _is_document(value):
+        return {k: v for k, v in value.items() if k != DOCUMENT_KEY}
     if isinstance(value, dict | str):
         return value
     if isinstance(value, list) and any(_is_document(p) for p in value):
