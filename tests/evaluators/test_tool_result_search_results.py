@@ -104,8 +104,11 @@ def test_the_recorded_part_shape_and_a_single_block_are_read_source_by_source() 
         [dict(POLICY, source=None)],  # no source
         [dict(POLICY, content=[{"type": "image", "source": {}}])],  # content that is not text
         {"type": "product_search", "title": "Shoes", "content": "Size 42."},  # another type
+        [{k: v for k, v in POLICY.items() if k != "title"}],  # no title
+        [dict(POLICY, content=[{"type": "text", "text": None}])],  # a text block without text
+        [dict(POLICY, content=[{"type": "text", "text": "30 days.", "lang": "en"}])],  # a text block's extra key
     ],
-    ids=["extra-key", "mixed", "no-source", "image-content", "other-type"],
+    ids=["extra-key", "mixed", "no-source", "image-content", "other-type", "no-title", "text-none", "text-extra-key"],
 )
 def test_any_other_result_keeps_its_whole_text_as_one_chunk(content: Any) -> None:
     # The whole result, as before: its JSON text, not split into sources.
