@@ -379,6 +379,43 @@ def test_long_search_queries_count_against_the_share_and_are_marked(exporter: In
     assert calls["fs_q"] == {"queries": [], "evaltrace.truncated": True, "original_lengths": {"queries": 100}}
 
 
+def _searched(exporter: InMemorySpanExporter, *items: dict[str, Any]) -> dict[str, Any]:
+    """The output message of a response whose built-in tools ran ``items``, recorded under a 16k cap."""
+    exporter.clear()  # a test may record several responses: each read alone
+    with ReplayServer([_whole(_answer_with(*items))]) as srv, _client(srv.url) as client:
+        client.responses.create(model="gpt-4o", input="Refund window?", tools=TOOLS)
+    (message,) = _output(exporter)
+    return message
+
+
+@pytest.mark.usefixtures("instrumented", "cap_16k")
+def test_one_query_left_out_is_marked(exporter: InMemorySpanExporter) -> None:
+    first, second = "a" * 8_000, "b" * 500  # the first fits the 8,192 share (8,002 as JSON), the second not
+    message = _searched(exporter, dict(SEARCH, queries=[first, second]))
+    assert _call_of(message, "fs_1") == {"type": "file_search_call", "arguments": {"queries": [first]},
+                                         "evaltrace.truncated": True, "original_lengths": {"queries": 2}}  # fmt: skip
+
+
+@pytest.mark.usefixtures("instrumented", "cap_16k")
+def test_nothing_is_kept_after_a_query_left_out(exporter: InMemorySpanExporter) -> None:
+    """A short query or result after one that did not fit is left out too: the record keeps a prefix, in order."""
+    message = _searched(exporter, dict(SEARCH, queries=["refund", "x" * 9_000, "credit"], results=RESULTS[:1]))
+    assert _call_of(message, "fs_1")["arguments"] == {"queries": ["refund"]}
+    assert _call_of(message, "fs_1")["original_lengths"] == {"queries": 3}
+    (response,) = _responses_of([message])
+    assert response["results"] == [] and response["original_lengths"] == {"results": 1}
+
+
+@pytest.mark.usefixtures("instrumented", "cap_16k")
+def test_queries_exactly_as_long_as_what_is_left_are_kept_whole(exporter: InMemorySpanExporter) -> None:
+    exact = "q" * 8_190  # 8,192 as JSON: the whole share
+    message = _searched(exporter, dict(SEARCH, queries=[exact], results=RESULTS[:1]))
+    assert _call_of(message, "fs_1") == {"type": "file_search_call", "arguments": {"queries": [exact]}}
+    query = "r" * 8_192  # a web search's query is counted by its length
+    message = _searched(exporter, dict(WEB, action={"type": "search", "query": query}))
+    assert _call_of(message, "ws_1") == {"type": "web_search_call", "arguments": {"type": "search", "query": query}}
+
+
 @pytest.mark.usefixtures("instrumented", "cap_16k")
 def test_queries_that_fit_are_kept_whole_and_unmarked(exporter: InMemorySpanExporter) -> None:
     search = dict(SEARCH, queries=["refund window", "store credit"], results=_pages(1))
