@@ -65,9 +65,7 @@ def test_what_is_not_a_document_with_text_is_no_chunk(provider: TracerProvider, 
         context_chunks(trace)
 
 
-def test_a_tool_messages_search_results_are_read_once(
-    provider: TracerProvider, exporter: InMemorySpanExporter
-) -> None:
+def test_a_tool_messages_search_results_are_read_once(provider: TracerProvider, exporter: InMemorySpanExporter) -> None:
     """A tool's search results are read source by source, once: the same result given again is no second chunk."""
     result = [{"type": "search_result", "source": "https://x.example", "title": "Menu", "content": "Soup: 5 euros."}]
     messages = [
