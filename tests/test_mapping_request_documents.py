@@ -65,10 +65,8 @@ def test_what_is_not_a_document_with_text_is_no_chunk(provider: TracerProvider, 
         context_chunks(trace)
 
 
-def test_a_tool_messages_search_results_stay_its_results_one_chunk(
-    provider: TracerProvider, exporter: InMemorySpanExporter
-) -> None:
-    """A tool's result is the context as the model was shown it (one chunk): its search results are not read twice."""
+def test_a_tool_messages_search_results_are_read_once(provider: TracerProvider, exporter: InMemorySpanExporter) -> None:
+    """A tool's search results are read source by source, once: the same result given again is no second chunk."""
     result = [{"type": "search_result", "source": "https://x.example", "title": "Menu", "content": "Soup: 5 euros."}]
     messages = [
         QUESTION,
@@ -77,9 +75,8 @@ def test_a_tool_messages_search_results_stay_its_results_one_chunk(
         {"role": "user", "parts": [result[0]]},  # the same result given again, in a user message: a source
     ]
     trace = _trace(provider, exporter, messages)
-    chunks = context_chunks(trace)
-    assert chunks[-1] == "Menu - https://x.example\nSoup: 5 euros."  # the user message's search result
-    assert len(chunks) == 2 and chunks[0].startswith("[{")  # the tool's result, as any tool's, its JSON
+    # The tool's result is its source's chunk (no longer its JSON); the user message's copy is the same chunk.
+    assert context_chunks(trace) == ["Menu - https://x.example\nSoup: 5 euros."]
 
 
 def test_a_marked_message_of_documents_only_is_not_the_question(

@@ -219,7 +219,8 @@ def test_chunked_documents_guarded_images_and_search_results_are_their_own_parts
             modelId="us.anthropic.claude-sonnet-4-5-20250929-v1:0", messages=[{"role": "user", "content": content}]
         )
     assert _input_parts(only_span(exporter)) == [
-        {"type": "text", "content": "first chunk. second."},
+        # A text document is marked one, named: RAG context (tests/instrumentation/test_bedrock_documents_context.py).
+        {"type": "text", "content": "first chunk. second.", "document": True, "title": "chunks"},
         {
             "type": "uri",
             "modality": "image",

@@ -32,6 +32,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import evaltrace  # noqa: E402
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E402
 from evaltrace._internal import settings  # noqa: E402
+from evaltrace._internal.sources import server_result_chunks  # noqa: E402
 from evaltrace.evaluators._base import context_chunks  # noqa: E402
 from evaltrace.mapping import trace_from_spans  # noqa: E402
 
@@ -171,9 +172,9 @@ def test_search_results_sources_and_citations_are_recorded_and_the_files_texts_a
     ]  # fmt: skip
     trace = trace_from_spans(exporter.get_finished_spans())
     assert trace.output.final_answer == ANSWER
-    # The file's text, named by its file (its attributes are metadata, not context); the empty one and the
-    # URL-only web sources have no text to judge against.
-    assert context_chunks(trace) == ["refunds.md\nRefunds are accepted within 30 days."]
+    # The file's text, named by its file, then its attributes as ``key: value`` lines (the metadata it was filed
+    # with); the empty one and the URL-only web sources have no text to judge against.
+    assert context_chunks(trace) == ["refunds.md\nRefunds are accepted within 30 days.\nteam: support"]
 
 
 @pytest.mark.usefixtures("instrumented")
@@ -235,9 +236,9 @@ def test_long_result_texts_keep_half_the_cap_so_the_answer_is_not_lost(exporter:
     (message,) = _output(exporter)
     (response,) = _responses_of([message])
     kept = response["results"]
-    # The best ranked first and whole, within half the cap (the fields, ids and names counted with the texts), the
-    # rest left out and counted.
-    assert [len(r["text"]) for r in kept] == [3_700, 3_700, 8_192 - 2 * 3_700 - sum(len(json.dumps(
+    # The best ranked first and whole, within half the cap (the search's query, the fields, ids and names counted
+    # with the texts), the rest left out and counted.
+    assert [len(r["text"]) for r in kept] == [3_700, 3_700, 8_192 - len('"refund window"') - 2 * 3_700 - sum(len(json.dumps(
         {k: v for k, v in r.items() if k in ("file_id", "filename", "score")})) for r in kept)]  # fmt: skip
     assert kept[2]["evaltrace.truncated"] is True and kept[2]["original_lengths"] == {"text": 3_700}
     assert response["evaltrace.truncated"] is True and response["original_lengths"] == {"results": 20}
@@ -315,3 +316,124 @@ def test_without_a_cap_every_result_text_is_kept_whole(exporter: InMemorySpanExp
     (message,) = _output(exporter)
     (kept,) = _results_of(message)
     assert [r["text"] for r in kept] == [PAGE] * 20 and not any("evaltrace.truncated" in r for r in kept)
+
+
+def _call_of(message: dict[str, Any], item_id: str) -> dict[str, Any]:
+    (part,) = [p for p in message["parts"] if p["type"] == "server_tool_call" and p["id"] == item_id]
+    return dict(part["server_tool_call"])
+
+
+@pytest.mark.usefixtures("instrumented", "cap_16k")
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "cut-stream"])
+def test_web_search_sources_count_against_the_share_so_the_answer_is_not_lost(
+    exporter: InMemorySpanExporter, stream: bool
+) -> None:
+    """A web search's sources were recorded whole, uncounted: 400 of them passed the cap and lost the answer."""
+    sources = [{"type": "url", "url": f"https://example.invalid/refunds/{k:04d}/{'x' * 40}"} for k in range(400)]
+    web = dict(WEB, action=dict(WEB["action"], sources=sources))
+    body = _answer_with(web)
+    with ReplayServer([_events(body, terminal=False) if stream else _whole(body)]) as srv, _client(srv.url) as client:
+        answer = client.responses.create(
+            model="gpt-4o", input="Refund window?", tools=TOOLS, include=["web_search_call.action.sources"],
+            stream=stream,
+        )  # fmt: skip
+        if stream:
+            list(answer)
+    (message,) = _output(exporter)
+    (response,) = _responses_of([message])
+    kept = response["sources"]
+    assert 0 < len(kept) < 400 and kept == sources[: len(kept)]  # the first, whole and in order
+    # Within half the cap with the query, each source's JSON counted: the next one would not have fitted.
+    used = len('"refund law EU"') + sum(len(json.dumps(source)) for source in kept)
+    assert used <= 8_192 < used + len(json.dumps(sources[len(kept)]))
+    assert response["evaltrace.truncated"] is True and response["original_lengths"] == {"sources": 400}
+    assert message["parts"][-1]["content"] == OWN_ANSWER
+    assert trace_from_spans(exporter.get_finished_spans()).output.final_answer == OWN_ANSWER
+
+
+@pytest.mark.usefixtures("instrumented", "cap_16k")
+def test_long_search_queries_count_against_the_share_and_are_marked(exporter: InMemorySpanExporter) -> None:
+    """A web search's query and a file search's queries were recorded whole: a long one cost the answer."""
+    query = "refund " * 3_000  # 21,000 characters
+    queries = [f"refund window question {k} " + "y" * 200 for k in range(100)]
+    web = dict(WEB, action={"type": "search", "query": query})
+    search = dict(SEARCH, id="fs_q", queries=queries, results=_pages(2))
+    with ReplayServer([_whole(_answer_with(web, search))]) as srv, _client(srv.url) as client:
+        client.responses.create(model="gpt-4o", input="Refund window?", tools=TOOLS)
+    (message,) = _output(exporter)
+    web_call, file_call = _call_of(message, "ws_1"), _call_of(message, "fs_q")
+    # The query took the whole share: cut to it, its length said on the call.
+    assert web_call["arguments"] == {"type": "search", "query": query[:8_192]}
+    assert web_call["evaltrace.truncated"] is True and web_call["original_lengths"] == {"query": len(query)}
+    # Nothing left for the file search: its queries and results left out, how many said.
+    assert file_call["arguments"] == {"queries": []}
+    assert file_call["evaltrace.truncated"] is True and file_call["original_lengths"] == {"queries": 100}
+    (response,) = _responses_of([message])
+    assert response["results"] == [] and response["original_lengths"] == {"results": 2}
+    trace = trace_from_spans(exporter.get_finished_spans())
+    assert trace.output.final_answer == OWN_ANSWER
+    # The Trace's calls keep the mark: a cut query is not taken for the one the model sent.
+    calls = {call.id: call.arguments for call in trace.tool_calls}
+    assert calls["ws_1"] == {"type": "search", "query": query[:8_192], "evaltrace.truncated": True,
+                             "original_lengths": {"query": len(query)}}  # fmt: skip
+    assert calls["fs_q"] == {"queries": [], "evaltrace.truncated": True, "original_lengths": {"queries": 100}}
+
+
+def _searched(exporter: InMemorySpanExporter, *items: dict[str, Any]) -> dict[str, Any]:
+    """The output message of a response whose built-in tools ran ``items``, recorded under a 16k cap."""
+    exporter.clear()  # a test may record several responses: each read alone
+    with ReplayServer([_whole(_answer_with(*items))]) as srv, _client(srv.url) as client:
+        client.responses.create(model="gpt-4o", input="Refund window?", tools=TOOLS)
+    (message,) = _output(exporter)
+    return message
+
+
+@pytest.mark.usefixtures("instrumented", "cap_16k")
+def test_one_query_left_out_is_marked(exporter: InMemorySpanExporter) -> None:
+    first, second = "a" * 8_000, "b" * 500  # the first fits the 8,192 share (8,002 as JSON), the second not
+    message = _searched(exporter, dict(SEARCH, queries=[first, second]))
+    assert _call_of(message, "fs_1") == {"type": "file_search_call", "arguments": {"queries": [first]},
+                                         "evaltrace.truncated": True, "original_lengths": {"queries": 2}}  # fmt: skip
+
+
+@pytest.mark.usefixtures("instrumented", "cap_16k")
+def test_nothing_is_kept_after_a_query_left_out(exporter: InMemorySpanExporter) -> None:
+    """A short query or result after one that did not fit is left out too: the record keeps a prefix, in order."""
+    message = _searched(exporter, dict(SEARCH, queries=["refund", "x" * 9_000, "credit"], results=RESULTS[:1]))
+    assert _call_of(message, "fs_1")["arguments"] == {"queries": ["refund"]}
+    assert _call_of(message, "fs_1")["original_lengths"] == {"queries": 3}
+    (response,) = _responses_of([message])
+    assert response["results"] == [] and response["original_lengths"] == {"results": 1}
+
+
+@pytest.mark.usefixtures("instrumented", "cap_16k")
+def test_queries_exactly_as_long_as_what_is_left_are_kept_whole(exporter: InMemorySpanExporter) -> None:
+    exact = "q" * 8_190  # 8,192 as JSON: the whole share
+    message = _searched(exporter, dict(SEARCH, queries=[exact], results=RESULTS[:1]))
+    assert _call_of(message, "fs_1") == {"type": "file_search_call", "arguments": {"queries": [exact]}}
+    query = "r" * 8_192  # a web search's query is counted by its length
+    message = _searched(exporter, dict(WEB, action={"type": "search", "query": query}))
+    assert _call_of(message, "ws_1") == {"type": "web_search_call", "arguments": {"type": "search", "query": query}}
+
+
+@pytest.mark.usefixtures("instrumented", "cap_16k")
+def test_queries_that_fit_are_kept_whole_and_unmarked(exporter: InMemorySpanExporter) -> None:
+    search = dict(SEARCH, queries=["refund window", "store credit"], results=_pages(1))
+    with ReplayServer([_whole(_answer_with(search, WEB))]) as srv, _client(srv.url) as client:
+        client.responses.create(model="gpt-4o", input="Refund window?", tools=TOOLS)
+    (message,) = _output(exporter)
+    assert _call_of(message, "fs_1") == {"type": "file_search_call",
+                                         "arguments": {"queries": ["refund window", "store credit"]}}  # fmt: skip
+    assert _call_of(message, "ws_1") == {"type": "web_search_call",
+                                         "arguments": {"type": "search", "query": "refund law EU"}}  # fmt: skip
+    web = _responses_of([message])[1]
+    assert web == {"type": "web_search_call", "sources": WEB["action"]["sources"]}  # type: ignore[index]
+
+
+def test_file_attributes_are_key_value_lines_of_the_chunk() -> None:
+    """Strings, numbers and flags, after the text; the result's ids and score stay out."""
+    result = {"file_id": "file-9", "filename": "policy.md", "score": 0.8, "text": "Refunds within 30 days.",
+              "attributes": {"author": "Legal", "year": 2025, "public": True, "empty": ""}}  # fmt: skip
+    assert server_result_chunks({"type": "file_search_call", "results": [result]}) == [
+        "policy.md\nRefunds within 30 days.\nauthor: Legal\nyear: 2025\npublic: true"
+    ]

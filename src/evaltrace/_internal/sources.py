@@ -12,6 +12,7 @@ trace whose sources all lack text has no context, and the RAG evaluators skip it
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -57,6 +58,9 @@ _BLOCK_START = re.compile(r"\n\s*\n(?=Title: )")
 _BLOCK = re.compile(
     r"Title: (?P<title>[^\n]*)\nURL: (?P<url>[^\n]*)\nContent: (?P<content>.*?)(?:\nScore: [-+.\deE]+)?\s*", re.S
 )
+# A file search result's metadata (OpenAI's vector store file ``attributes``: strings, numbers, flags): each value a
+# ``key: value`` line of the chunk, after the text, so a judge sees a claim's date or author the file was filed with.
+_ATTRIBUTES = "attributes"
 _MAX_DEPTH = 8  # a result nests its sources a few levels down at most; a deeper value is not walked
 
 
@@ -64,7 +68,7 @@ def source_chunk(entry: dict[str, Any]) -> str | None:
     """One source (an object with a text and maybe a title and URL) as a chunk; None when it has no text.
 
     The chunk is ``title - url`` on a first line when it has either, then its text, then a ``key: value`` line for
-    each other field that says something (see ``_NOISE_KEYS``).
+    each other field that says something (see ``_NOISE_KEYS``) and for each of its ``attributes``.
     """
     text_key = next((k for k in _TEXT_KEYS if isinstance(v := entry.get(k), str) and v.strip()), None)
     if text_key is None:
@@ -78,8 +82,21 @@ def source_chunk(entry: dict[str, Any]) -> str | None:
         for key, value in entry.items()
         if key not in used and key not in _NOISE_KEYS and key not in _NOT_SOURCES and _informative(value)
     ]
+    attributes = entry.get(_ATTRIBUTES)
+    if isinstance(attributes, dict):  # a file's metadata (OpenAI file search): one line per value, as the fields
+        extras.extend(f"{key}: {_scalar(value)}" for key, value in attributes.items() if _attribute(value))
     body = "\n".join([entry[text_key].strip(), *extras])
     return f"{header}\n{body}" if header else body
+
+
+def _attribute(value: Any) -> bool:
+    """Whether a file attribute says something: a text, a number or a flag (set by whoever filed the file)."""
+    return isinstance(value, bool) or _informative(value)
+
+
+def _scalar(value: Any) -> str:
+    """An attribute's value as written in JSON: ``true`` / ``false`` for a flag, else its text."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 def _informative(value: Any) -> bool:
@@ -170,6 +187,64 @@ def output_chunks(output: str) -> list[str]:
         if chunk is not None:
             chunks.append(chunk)
     return chunks
+
+
+# A search result given to a model as an application tool's result (Anthropic's ``search_result`` content block, the
+# part the instrumentations record one as): the keys it may hold. Any other key makes it the application's own data,
+# one chunk as any tool result, so a result that merely has a ``type`` of that name is not read source by source.
+_SEARCH_RESULT_KEYS = frozenset({"type", "source", "title", "content", "citations", "cache_control"})
+_TEXT_BLOCK_KEYS = frozenset({"type", "text", "citations", "cache_control"})
+
+
+def search_result_chunks(content: Any) -> list[str] | None:
+    """A tool result of search results as chunks, one per source with text; None for a result of any other shape.
+
+    The result is one ``search_result`` block, or a list of them only (as given, or as the JSON text the trace
+    mapping keeps a list result as): each with a ``source`` and a ``title`` (strings) and its text as ``content``, a
+    string (the instrumentations' part) or a list of ``text`` blocks (Anthropic's block, joined as the
+    instrumentation joins them, so that one source read both ways is one chunk). Extra keys: only ``citations``
+    and ``cache_control``. A chunk is ``title - source``, then the text (:func:`source_chunk`); a search result
+    without text is no chunk (nothing to judge against).
+    """
+    if isinstance(content, str):
+        if '"search_result"' not in content or not content.lstrip().startswith(("[", "{")):
+            return None  # an application's text: no parse
+        try:
+            content = json.loads(content)
+        except ValueError:
+            return None
+    blocks = [content] if isinstance(content, dict) else content
+    if not isinstance(blocks, list) or not blocks:
+        return None
+    texts: list[tuple[dict[str, Any], str]] = []
+    for block in blocks:
+        text = _search_result_text(block)
+        if text is None:
+            return None
+        texts.append((block, text))
+    chunks = [source_chunk({"title": b["title"], "source": b["source"], "content": t}) for b, t in texts]
+    return [chunk for chunk in chunks if chunk is not None]
+
+
+def _search_result_text(block: Any) -> str | None:
+    """The text of a ``search_result`` block of the allowed shape (maybe empty); None when it is not one."""
+    if not isinstance(block, dict) or block.get("type") != "search_result" or not block.keys() <= _SEARCH_RESULT_KEYS:
+        return None
+    if not isinstance(block.get("source"), str) or not isinstance(block.get("title"), str):
+        return None
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    texts: list[str] = []
+    for item in content:
+        if not (isinstance(item, dict) and item.get("type") == "text" and item.keys() <= _TEXT_BLOCK_KEYS):
+            return None
+        if not isinstance(text := item.get("text"), str):
+            return None
+        texts.append(text)
+    return "".join(texts)
 
 
 def unique(chunks: Iterable[str]) -> list[str]:

@@ -3,14 +3,9 @@
 Every evaluator is a pure function of ``(trace, case)``: the helpers here only read the two models, never the
 environment. Inputs named in the catalogue (docs/evaluators.md) are found as follows:
 
-* Q (question): ``trace.input`` keys ``question``, ``query``, ``input``, ``prompt``, ``message`` (first present),
-  else the first user message with text of its own (not the documents sent in it: a message of documents only
-  is skipped).
+* Q (question) and RC (retrieved context): see :mod:`evaltrace.evaluators._context` (re-exported here).
 * EA (expected answer): ``case.expected.facts["expected_answer"]`` (or ``"answer"``), else
   ``case.metadata["expected_answer"]``, else ``case.input["expected_answer"]``.
-* RC (retrieved context): ``trace.input`` keys ``contexts``/``context``, else ``trace.extra["contexts"]`` /
-  ``trace.extra["context"]`` (the mapping fills ``contexts`` from retrieval spans' documents), else the tool
-  results' contents, then the provider's sources and the documents the requests sent (``extra["provider_sources"]``).
 * AA (actual answer): ``trace.output.final_answer``.
 
 Each evaluator also accepts explicit values or dotted paths in its constructor, which win over these defaults.
@@ -27,8 +22,6 @@ from types import ModuleType
 from typing import Any, ClassVar, Literal
 
 from evaltrace._internal import semconv
-from evaltrace._internal.openai.parts import DOCUMENT_KEY
-from evaltrace._internal.sources import PROVIDER_SOURCES, server_result_chunks, unique
 from evaltrace.exceptions import EvaltraceError
 from evaltrace.schema import (
     Conversation,
@@ -37,8 +30,6 @@ from evaltrace.schema import (
     EvaluationStatus,
     Trace,
     TraceError,
-    TraceMessage,
-    derive_tool_views,
 )
 
 Direction = Literal["higher", "lower"]
@@ -51,9 +42,7 @@ CODE_VERSION = "v1.0.0"
 DEFAULT_FIELD = "output.final_answer"
 """The field an evaluator reads as the answer unless given ``field``."""
 NO_ANSWER_WHY = "trace has no output.final_answer"
-_QUESTION_KEYS = ("question", "query", "input", "prompt", "message")
 _EXPECTED_KEYS = ("expected_answer", "answer", "reference")
-_CONTEXT_KEYS = ("contexts", "context", "retrieved_context", "documents")
 _MISSING = object()
 
 
@@ -288,42 +277,6 @@ def check_field(field: str) -> str:
     return field
 
 
-def question_text(trace: Trace, explicit: str | None = None) -> str:
-    """Return Q: an explicit path, else the usual input keys, else the first user message."""
-    if explicit is not None:
-        return field_text(trace, explicit)
-    for key in _QUESTION_KEYS:
-        value = trace.input.get(key)
-        if value is not None:
-            return as_text(value) or ""
-    for message in trace.messages:
-        if message.role == "user" and message.content is not None:
-            asked = _asked(message)
-            if asked is not None:  # None: a message of documents only (Groq's, Cohere's ``documents``)
-                return asked
-    others = [v for k, v in trace.input.items() if k not in _CONTEXT_KEYS and k not in _EXPECTED_KEYS]
-    if len(others) == 1:  # a function called with one argument: that argument is the question
-        return as_text(others[0]) or ""
-    raise MissingInputError("no question found in trace.input or the user messages")
-
-
-def _asked(message: TraceMessage) -> str | None:
-    """What a user message asks: its text parts but the documents sent in it; None when it holds documents only.
-
-    A message with images or audio gives its text parts, never a dump of its parts (and their payload).
-    """
-    parts = message.content.get("parts") if isinstance(message.content, dict) else None
-    if not isinstance(parts, list) or not any(isinstance(p, dict) and p.get(DOCUMENT_KEY) is True for p in parts):
-        return message.text() or ""
-    texts = [
-        p["content"]
-        for p in parts
-        if isinstance(p, dict) and p.get("type") == "text" and p.get(DOCUMENT_KEY) is not True
-        and isinstance(p.get("content"), str) and p["content"]
-    ]  # fmt: skip
-    return "\n".join(texts) if texts else None
-
-
 def expected_answer(case: EvalCase | None, explicit: str | None = None) -> str:
     """Return EA: the explicit value, else ``expected_answer``/``answer``/``reference`` of the case."""
     if explicit is not None:
@@ -334,51 +287,6 @@ def expected_answer(case: EvalCase | None, explicit: str | None = None) -> str:
                 if source.get(key) is not None:
                     return as_text(source[key]) or ""
     raise MissingInputError("no expected answer (case.expected.facts['expected_answer'])")
-
-
-def _as_chunks(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Sequence):
-        return [text for item in value if (text := as_text(item))]
-    text = as_text(value)
-    return [text] if text else []
-
-
-def context_chunks(trace: Trace, explicit: str | None = None) -> list[str]:
-    """Return RC as ranked chunks: an explicit path, else input/extra context keys, else tool results it was shown."""
-    if explicit is not None:
-        chunks = _as_chunks(resolve_path(trace, explicit))
-    else:
-        chunks = []
-        for source in (trace.input, trace.extra):
-            for key in _CONTEXT_KEYS:
-                if not chunks and source.get(key) is not None:
-                    chunks = _as_chunks(source[key])
-        if not chunks:
-            # Every tool result the model was shown, the history's too: an answer in a later turn may rest on
-            # what an earlier turn's tool returned, though the trace's own tool_results hold only this turn's.
-            # Then the sources the provider retrieved for its answers (a Gemini answer's grounding).
-            seen = derive_tool_views(trace.messages)[1] if trace.messages else []
-            chunks = [text for result in seen or trace.tool_results for text in _result_chunks(result.content)]
-            sources = trace.extra.get(PROVIDER_SOURCES)
-            if isinstance(sources, list):
-                chunks.extend(s for s in sources if isinstance(s, str) and s)
-            chunks = unique(chunks)
-    if not chunks:
-        raise MissingInputError(
-            "no retrieved context (trace.input['contexts'], tool results, documents sent, or provider sources with text)"
-        )
-    return chunks
-
-
-def _result_chunks(content: Any) -> list[str]:
-    """A tool result as context chunks: a provider tool's as :func:`server_result_chunks` reads it, else its text."""
-    chunks = server_result_chunks(content)
-    if chunks is None:
-        text = as_text(content)
-        return [text] if text else []
-    return chunks
 
 
 def case_list(explicit: Sequence[str] | None, case: EvalCase | None, attribute: str) -> list[str]:
@@ -520,3 +428,10 @@ def subject_texts(subject: Subject, path: str) -> list[str]:
             raise NoAnswerError("no turn of the conversation ended with an answer")
         raise MissingInputError(f"{subject_noun(subject)} has no {path}")
     return texts
+
+
+# Question and context extraction live in ``_context`` (they grew past what one module holds); re-exported here so
+# that ``from evaltrace.evaluators._base import question_text, context_chunks`` keeps working. Imported last: the
+# module reads this one's helpers, all defined by now (the package imports ``_base`` before anything else).
+from evaltrace.evaluators._context import context_chunks as context_chunks  # noqa: E402
+from evaltrace.evaluators._context import question_text as question_text  # noqa: E402

@@ -7,6 +7,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.jsonutil import TRUNCATED_KEY
 from evaltrace._internal.openai.parts import DOCUMENT_KEY
 from evaltrace._internal.thinking import split_thinking
 from evaltrace.mapping._spans import MISSING, compact, is_truncated, json_attr, loads, note_ignored
@@ -136,7 +137,10 @@ def tool_content(value: Any) -> dict[str, Any] | str:
 
     A result of documents (a Cohere tool's, an Anthropic ``tool_result`` of document blocks) is its parts without
     their document marker: evaltrace's mark of a request's documents, not the tool's, which a judge is not shown.
+    A result of one document (a Bedrock ``toolResult`` of one text ``document``) is that part, without it too.
     """
+    if _is_document(value):
+        return {k: v for k, v in value.items() if k != DOCUMENT_KEY}
     if isinstance(value, dict | str):
         return value
     if isinstance(value, list) and any(_is_document(p) for p in value):
@@ -206,11 +210,18 @@ def _server_call(part: dict[str, Any]) -> dict[str, Any]:
     Before, such a part made its message structured content, so an answer grounded on a web search had no
     ``final_answer`` and every answer evaluator skipped it. The arguments are the call object's ``arguments``
     (Anthropic's input), else its other fields (a code execution's code), without its ``type``.
+
+    A call whose arguments were cut at capture (an OpenAI built-in search's query past its share) carries the
+    truncation mark and ``original_lengths`` on the call object, beside its arguments, so the span's arguments
+    stay what the model sent; the mapped call's arguments take the mark, else the cut would be lost unsaid.
     """
     call = part.get("server_tool_call")
     arguments: Any = None
     if isinstance(call, dict):
         arguments = call["arguments"] if "arguments" in call else {k: v for k, v in call.items() if k != "type"}
+        if "arguments" in call and is_truncated(call):
+            mark = {TRUNCATED_KEY: True, "original_lengths": call.get("original_lengths")}
+            arguments = {**arguments, **mark} if isinstance(arguments, dict) else {"_raw": arguments, **mark}
     return {"type": "tool_call", "id": part.get("id"), "name": part.get("name"), "arguments": arguments}
 
 

@@ -6,8 +6,12 @@ named by the item type (conventions.md 6.3), as every other provider's server to
 * a web search's ``action`` (``{"type": "search", "query", "queries"}``, ``open_page`` / ``find_in_page`` with
   their ``url`` and ``pattern``) is the call's ``arguments``; the ``sources`` the search used (asked with
   ``include=["web_search_call.action.sources"]``: URLs only, no text) are its ``server_tool_call_response``,
-  ``{"type": "web_search_call", "sources": [{"type": "url", "url"}]}``;
-* a file search's ``queries`` are its ``arguments``; its ``results`` (asked with
+  ``{"type": "web_search_call", "sources": [{"type": "url", "url"}]}``. Its ``query`` / ``queries`` and its
+  ``sources`` share the results' budget below: a long query is cut to what is left, queries and sources are kept
+  whole in order while they fit, the rest left out, the call (for its arguments) or the response marked with what
+  was given (``original_lengths: {"query": 5000}`` / ``{"queries": 40}`` / ``{"sources": 200}``);
+* a file search's ``queries`` are its ``arguments`` (counted against the budget first, as a web search's); its
+  ``results`` (asked with
   ``include=["file_search_call.results"]``: ``file_id``, ``filename``, ``score``, ``text``, ``attributes``) are its
   ``server_tool_call_response``, ``{"type": "file_search_call", "results": [...]}``. All the results of one
   messages list (every search of a response, or every earlier search a request sends back) keep at most
@@ -38,7 +42,8 @@ from evaltrace._internal.jsonutil import TRUNCATED_KEY
 from evaltrace._internal.openai.parts import Part, field
 
 RESULTS_SHARE = 2
-"""The share of ``max_attribute_length`` the file search results of one messages list keep together (half)."""
+"""The share of ``max_attribute_length`` the built-in searches of one messages list keep together (half): file
+search results, web search sources, and both searches' queries."""
 
 _RESULT_KEYS = ("file_id", "filename", "score", "text", "attributes")
 _ACTION_KEYS = ("type", "query", "queries", "url", "pattern")
@@ -70,33 +75,85 @@ def builtin_tool_parts(item_type: str, item: Any, budget: ResultsBudget | None =
         item: The output item (an SDK model or a dict).
         budget: The messages list's :class:`ResultsBudget` (a fresh one when not given: one item alone).
     """
+    budget = budget or ResultsBudget()
     call: dict[str, Any] = {"type": item_type}
     response: dict[str, Any] | None = None
+    cut: dict[str, int] = {}  # the call's arguments cut or left out: ``original_lengths`` on the call
     if item_type == "web_search_call":
         action = field(item, "action")
         arguments = {key: value for key in _ACTION_KEYS if (value := field(action, key)) is not None}
+        _queries_within(arguments, budget, cut)
         if arguments:
             call["arguments"] = arguments
         sources = field(action, "sources")
         if sources is not None:
-            response = {"type": item_type, "sources": [_present(s, ("type", "url", "name")) for s in sources]}
+            given = [_present(s, ("type", "url", "name")) for s in sources]
+            kept = _sources_within(given, budget)
+            response = {"type": item_type, "sources": kept}
+            if len(kept) < len(given):
+                response[TRUNCATED_KEY] = True
+                response["original_lengths"] = {"sources": len(given)}
     elif item_type == "file_search_call":
         queries = field(item, "queries")
         if queries is not None:
-            call["arguments"] = {"queries": list(queries)}
+            call["arguments"] = arguments = {"queries": list(queries)}
+            _queries_within(arguments, budget, cut)
         results = field(item, "results")
         if results is not None:
             given = list(results)
-            kept = _results(given, budget or ResultsBudget())
+            kept = _results(given, budget)
             response = {"type": item_type, "results": kept}
             if len(kept) < len(given):  # the share spent: the rest are left out, their number said
                 response[TRUNCATED_KEY] = True
                 response["original_lengths"] = {"results": len(given)}
+    if cut:
+        call[TRUNCATED_KEY] = True
+        call["original_lengths"] = cut
     item_id = field(item, "id")
     parts: list[Part] = [{"type": "server_tool_call", "id": item_id, "name": item_type, "server_tool_call": call}]
     if response is not None:
         parts.append({"type": "server_tool_call_response", "id": item_id, "server_tool_call_response": response})
     return parts
+
+
+def _queries_within(arguments: dict[str, Any], budget: ResultsBudget, cut: dict[str, int]) -> None:
+    """Count a search's ``query`` / ``queries`` against ``budget``, cutting them to what it has left.
+
+    A ``query`` longer than what is left is cut to it (``cut["query"]``: its length); ``queries`` are kept whole
+    in order while they fit, the rest left out (``cut["queries"]``: how many were given).
+    """
+    if budget.left < 0:  # no cap
+        return
+    query = arguments.get("query")
+    if isinstance(query, str):
+        if len(query) > budget.left:
+            arguments["query"] = query[: budget.left]
+            cut["query"] = len(query)
+        budget.left = max(budget.left - len(query), 0)
+    queries = arguments.get("queries")
+    if isinstance(queries, list):
+        kept = _within_share(queries, budget)
+        if len(kept) < len(queries):
+            arguments["queries"] = kept
+            cut["queries"] = len(queries)
+
+
+def _sources_within(sources: list[dict[str, Any]], budget: ResultsBudget) -> list[dict[str, Any]]:
+    """A web search's sources, in order, while their JSON fits what ``budget`` has left (all of them: no cap)."""
+    return sources if budget.left < 0 else _within_share(sources, budget)
+
+
+def _within_share(values: list[Any], budget: ResultsBudget) -> list[Any]:
+    """The first of ``values`` whose JSON fits what ``budget`` has left, whole; the rest left out (budget spent)."""
+    kept: list[Any] = []
+    for value in values:
+        size = len(json.dumps(value, default=str))
+        if size > budget.left:
+            budget.left = 0  # the share is spent: a later, shorter value is not kept after a left-out one
+            break
+        budget.left -= size
+        kept.append(value)
+    return kept
 
 
 def _results(results: Any, budget: ResultsBudget) -> list[dict[str, Any]]:

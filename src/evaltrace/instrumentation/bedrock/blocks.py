@@ -3,7 +3,8 @@
 Content blocks are one-key dicts (``{"text": ...}``, ``{"toolUse": {...}}``, ...), as boto3 parses them and as
 Nova's native JSON body carries them. They become GenAI parts (conventions.md 1.5): ``toolUse`` a ``tool_call``,
 ``toolResult`` a ``tool_call_response``, ``reasoningContent`` a ``reasoning`` part (``redactedContent`` an empty
-redacted one), media ``uri`` parts that never carry their bytes. ``cachePoint`` markers are not content.
+redacted one), media ``uri`` parts that never carry their bytes, a text ``document`` a text part marked a document
+(the RAG evaluators' context, never the question). ``cachePoint`` markers are not content.
 """
 
 from __future__ import annotations
@@ -11,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evaltrace._internal.openai.parts import Part, reasoning_part, text_part, tool_call_part, tool_response_part
+from evaltrace._internal.openai.parts import (
+    Part,
+    document_text_part,
+    reasoning_part,
+    text_part,
+    tool_call_part,
+    tool_response_part,
+)
 
 REDACTED_REASONING: Part = {"type": "reasoning", "content": "", "redacted": True}
 
@@ -33,7 +41,7 @@ def content_part(block: Any) -> Part | None:
         return None
     for modality in ("image", "document", "video", "audio"):
         if modality in block:
-            return media_part(block[modality], modality)
+            return _document_part(block[modality]) if modality == "document" else media_part(block[modality], modality)
     if "guardContent" in block:
         return _guarded_part(block["guardContent"] or {})
     if "searchResult" in block:
@@ -110,6 +118,23 @@ def tool_result_part(result: Any) -> Part:
     if result.get("status") == "error":
         part["is_error"] = True
     return part
+
+
+def _document_part(document: Any) -> Part:
+    """A ``document`` block: a document text part when its source is text (``source.text``, ``source.content``).
+
+    Marked a document (``parts.DOCUMENT_KEY``) with its ``name`` as the title and its ``context`` (what the caller
+    says about it), as Anthropic's text documents are: the trace mapping makes it a RAG context chunk and keeps it
+    out of the question. A PDF, a document's bytes or an S3 location is a payload-free ``uri`` part: no text.
+    """
+    part = media_part(document, "document")
+    if part["type"] != "text" or not isinstance(document, Mapping):
+        return part
+    marked = document_text_part(part["content"], title=document.get("name"))
+    context = document.get("context")
+    if isinstance(context, str) and context:
+        marked["context"] = context
+    return marked
 
 
 def media_part(media: Any, modality: str) -> Part:
