@@ -55,6 +55,7 @@ from evaltrace.instrumentation.langchain._runs import conversation_attributes as
 from evaltrace.instrumentation.langchain._runs import provider_traced as provider_traced
 from evaltrace.instrumentation.langchain._runs import thread_of as _thread_of
 from evaltrace.instrumentation.langchain._serialized import constructor_stop, server_attributes
+from evaltrace.instrumentation.langchain._streams import carries_output as _carries_output
 
 try:
     # The defining module: importing the package could meet it half-initialised (we load while LangChain does).
@@ -486,14 +487,20 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             run.model = request_model if isinstance(request_model, str) else None
             run.provider = provider if isinstance(provider, str) else None
 
-    def on_llm_new_token(self, token: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        """Count a streamed chunk; the first and last ones' times are the stream's timings (O(1))."""
+    def on_llm_new_token(self, token: Any, *, run_id: UUID, chunk: Any = None, **kwargs: Any) -> None:
+        """Count a streamed chunk; the first output chunk's and the last chunk's times are the stream's timings.
+
+        Time to first chunk starts at the first chunk that carries output (see ``_streams.carries_output``), not at
+        a role-only opening one; each chunk is looked into only until that one came (then O(1)).
+        """
         run = self._runs.get(run_id)
         if run is None or run.span is None:
             return
         now = time.time_ns()
         if run.first_chunk_ns is None:
-            run.first_chunk_ns = now
+            with handle_internal_errors("reading a LangChain stream chunk"):
+                if _carries_output(token, chunk):
+                    run.first_chunk_ns = now
         run.last_chunk_ns = now
         run.chunks += 1
 
