@@ -139,9 +139,32 @@ def response_failure(generations: Sequence[Any]) -> tuple[str, str] | None:
 
 
 _RESPONSE_ERROR_CLASSES = frozenset({("openai.types.responses.response_error", "ResponseError")})
-# ``str()`` of openai's ``ResponseError`` (pydantic: its fields' reprs), which langchain-openai raises as a
-# ``ValueError`` when a stream ends in ``response.failed``.
-_RESPONSE_ERROR_TEXT = re.compile(r"code=(?P<code>'[^']*'|\"[^\"]*\"|None) message=(?P<message>'.*'|\".*\")", re.S)
+# The text of openai's ``ResponseError``, which langchain-openai raises as a ``ValueError`` when a stream ends in
+# ``response.failed``: its repr (``ResponseError(code='...', message='...', ...)``, openai's models' ``str``), or
+# pydantic's plain ``str`` (``code='...' message='...'``).
+_REPR = re.compile(r"ResponseError\((?P<fields>.*)\)", re.S)
+_PLAIN = re.compile(r"code=(?P<code>'[^']*'|\"[^\"]*\"|None) message=(?P<message>'.*'|\".*\")", re.S)
+
+
+def _error_fields(text: str) -> dict[str, Any] | None:
+    """``code`` and ``message`` of a ``ResponseError``'s text, read as the literals its repr wrote; else None."""
+    repr_match = _REPR.fullmatch(text)
+    if repr_match is not None:
+        try:
+            call = ast.parse(f"f({repr_match['fields']})", mode="eval").body
+            if not isinstance(call, ast.Call) or call.args:
+                return None
+            fields = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg in ("code", "message")}
+        except (ValueError, SyntaxError, TypeError):
+            return None
+        return fields if "message" in fields else None
+    plain = _PLAIN.fullmatch(text)
+    if plain is None:
+        return None
+    try:
+        return {"code": ast.literal_eval(plain["code"]), "message": ast.literal_eval(plain["message"])}
+    except (ValueError, SyntaxError):
+        return None
 
 
 def raised_failure(error: BaseException) -> tuple[str, str] | None:
@@ -157,16 +180,10 @@ def raised_failure(error: BaseException) -> tuple[str, str] | None:
     reported = error.args[0]
     if _codec.is_a(reported, _RESPONSE_ERROR_CLASSES):
         return responses_failure(SimpleNamespace(status="failed", error=reported))
-    if not isinstance(reported, str):
+    fields = _error_fields(reported) if isinstance(reported, str) else None
+    if fields is None:
         return None
-    match = _RESPONSE_ERROR_TEXT.fullmatch(reported)
-    if match is None:
-        return None
-    try:
-        code, message = ast.literal_eval(match["code"]), ast.literal_eval(match["message"])
-    except (ValueError, SyntaxError):
-        return None
-    return responses_failure(SimpleNamespace(status="failed", error={"code": code, "message": message}))
+    return responses_failure(SimpleNamespace(status="failed", error=fields))
 
 
 # --- the stream's attributes --------------------------------------------------------------------------------
