@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from langchain_replay import STREAM, langchain_instrumented, one
+from langchain_replay import AGENT, STREAM, langchain_instrumented, one
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -219,22 +219,23 @@ def test_a_responses_answer_ending_failed_or_cancelled_in_on_llm_end(
 # --- 3. time to first chunk: the first chunk with output ----------------------------------------------------
 
 
-class _PausingServer(ThreadingHTTPServer):
-    """Serves one SSE body event by event, pausing before event ``at``: the opening events come well before it."""
+class _HoldingServer(ThreadingHTTPServer):
+    """Serves one SSE body event by event, holding event ``at`` and the rest until the test releases them."""
 
     daemon_threads = True
 
-    def __init__(self, body: bytes, at: int, pause: float) -> None:
-        super().__init__(("127.0.0.1", 0), _PausingHandler)
+    def __init__(self, body: bytes, at: int) -> None:
+        super().__init__(("127.0.0.1", 0), _HoldingHandler)
         self.events = [event + b"\n\n" for event in body.split(b"\n\n") if event.strip()]
-        self.at, self.pause = at, pause
+        self.at = at
+        self.release = threading.Event()
         host, port = self.server_address[:2]
         self.url = f"http://{host!s}:{port}"
 
 
-class _PausingHandler(BaseHTTPRequestHandler):
+class _HoldingHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _PausingServer
+    server: _HoldingServer
 
     def log_message(self, format: str, *args: Any) -> None:
         return
@@ -247,54 +248,59 @@ class _PausingHandler(BaseHTTPRequestHandler):
         self.end_headers()
         for index, event in enumerate(self.server.events):
             if index == self.server.at:
-                time.sleep(self.server.pause)
+                self.server.release.wait(10.0)
             self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")
 
 
 @contextmanager
-def _pausing(body: bytes, at: int, pause: float) -> Iterator[_PausingServer]:
-    server = _PausingServer(body, at, pause)
+def _holding(body: bytes, at: int) -> Iterator[_HoldingServer]:
+    server = _HoldingServer(body, at)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         yield server
     finally:
+        server.release.set()
         server.shutdown()
         server.server_close()
 
 
-PAUSE = 0.3
+PAUSE = 0.2
 
 
-@pytest.mark.parametrize("api", ["chat", "responses"])
+def _shows_output(chunk: Any) -> bool:
+    return bool(chunk.text) or any(call.get("args") for call in chunk.tool_call_chunks)
+
+
+@pytest.mark.parametrize("api", ["chat", "chat-tool-call", "responses"])
 def test_time_to_first_chunk_is_the_first_chunk_carrying_output(api: str, exporter: InMemorySpanExporter) -> None:
-    """The opening chunks (Chat Completions' role-only delta; a Responses stream's ``response.created`` and
-    ``output_item.added``) come at once, the first text ``PAUSE`` s later: time to first chunk is the text's."""
+    """The opening chunks (Chat Completions' role-only delta, or the one naming a tool call with no arguments yet; a
+    Responses stream's ``response.created`` and ``output_item.added``) reach the app, and only then does the server
+    send the first text (or argument fragment): time to first chunk is that output chunk's."""
     if api == "chat":
-        body, at, kwargs = _sse(_chat_events(), named=False), 1, {}
-    else:
+        body, at, opening_chunks, kwargs = _sse(_chat_events(), named=False), 1, 1, {}
+    elif api == "chat-tool-call":  # OpenInference's agent recording: get_weather named, then its arguments
+        body, at, opening_chunks, kwargs = _sse(_events(load_cassette(AGENT)[0].body), named=False), 1, 1, {}
+    else:  # response.created, .in_progress, .output_item.added, .content_part.added: two chunks in LangChain
         events = _responses_events("completed")
         at = next(i for i, e in enumerate(events) if e["type"] == "response.output_text.delta")
-        body, kwargs = _sse(events, named=True), {"use_responses_api": True}
-    with _pausing(body, at, PAUSE) as server, langchain_instrumented():
+        body, opening_chunks, kwargs = _sse(events, named=True), 2, {"use_responses_api": True}
+    with _holding(body, at) as server, langchain_instrumented():
         stream = _model(server.url, **kwargs).stream(PROMPT)
-        opening = [next(stream)]
-        opened_ns = time.time_ns()
-        while not (first := next(stream)).text:  # a Responses stream opens with two chunks
-            opening.append(first)
-            opened_ns = time.time_ns()
-        text_ns = time.time_ns()
-        assert not any(chunk.text for chunk in opening)
+        opening = [next(stream) for _ in range(opening_chunks)]
+        time.sleep(PAUSE)
+        released_ns = time.time_ns()
+        server.release.set()
         rest = list(stream)
+    assert not any(_shows_output(chunk) for chunk in opening)
+    assert _shows_output(rest[0])
     span, attrs = _langchain_span(exporter)
     first_ns = span.start_time + attrs["gen_ai.response.time_to_first_chunk"] * 1e9  # type: ignore[operator]
-    # The first chunk with output came after the pause, so after the opening chunk reached the app; not later
-    # than the app got it.
-    assert opened_ns + 0.8 * PAUSE * 1e9 <= first_ns <= text_ns
+    assert first_ns >= released_ns  # the output chunk's time, not the opening chunk's (PAUSE earlier at least)
     assert attrs["gen_ai.response.time_to_first_chunk"] <= attrs["evaltrace.stream.time_to_last_chunk"]
-    assert attrs["evaltrace.stream.chunks"] == len(opening) + 1 + len(rest)  # every chunk counts, output or not
+    assert attrs["evaltrace.stream.chunks"] == opening_chunks + len(rest)  # every chunk counts, output or not
 
 
 # --- 4. a stream the application leaves early ---------------------------------------------------------------
