@@ -11,11 +11,12 @@ read once more by the plain openai client under ``instrument_openai()``, and the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -99,6 +100,25 @@ def _model(url: str, **kwargs: Any) -> Any:
     return ChatOpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, model="gpt-4o-mini", **kwargs)
 
 
+@asynccontextmanager
+async def _own_client(url: str, is_async: bool, **kwargs: Any) -> AsyncIterator[Any]:
+    """A model on an httpx client of its own, closed before the server stops.
+
+    A stream the app leaves (or that raises) mid-body leaves its connection open in langchain-openai's shared client
+    (``aclose()`` does not reach the openai stream inside its generators): left to the collector, the unclosed
+    socket's ResourceWarning would surface as an error in whichever test runs next.
+    """
+    import httpx
+
+    if is_async:
+        async with httpx.AsyncClient() as http_async:
+            yield _model(url, http_async_client=http_async, **kwargs)
+            await asyncio.sleep(0)  # let the closed generators' finalizers run before the client closes
+    else:
+        with httpx.Client() as http:
+            yield _model(url, http_client=http, **kwargs)
+
+
 def _langchain_span(exporter: InMemorySpanExporter) -> tuple[ReadableSpan, dict[str, Any]]:
     span = one(exporter.get_finished_spans(), "chat gpt-4o-mini")
     return span, dict(span.attributes or {})
@@ -144,7 +164,8 @@ async def test_an_incomplete_responses_stream_records_what_instrument_openai_rec
     events = _responses_events("incomplete")
     direct, expected = _direct(events, exporter)
     with ReplayServer([_served(events)]) as server, langchain_instrumented(restored=False):
-        chunks = await _read(_model(server.url, use_responses_api=True), is_async)
+        async with _own_client(server.url, is_async, use_responses_api=True) as model:
+            chunks = await _read(model, is_async)
     assert "".join(c.text for c in chunks) == "This is a test."
     span, attrs = _langchain_span(exporter)
     assert _ending(attrs) == _ending(expected)
@@ -179,8 +200,9 @@ async def test_a_response_failed_stream_is_failed_as_instrument_openai_fails_it(
     events = _responses_events("failed")
     direct, expected = _direct(events, exporter)
     with ReplayServer([_served(events)]) as server, langchain_instrumented(restored=False):
-        with pytest.raises(ValueError, match="server_error"):  # the integration's error reaches the app unchanged
-            await _read(_model(server.url, use_responses_api=True), is_async)
+        async with _own_client(server.url, is_async, use_responses_api=True) as model:
+            with pytest.raises(ValueError, match="server_error"):  # the integration's error reaches the app unchanged
+                await _read(model, is_async)
     span, attrs = _langchain_span(exporter)
     assert span.status.status_code is StatusCode.ERROR
     assert span.status.description == direct.status.description == "server_error: The server had an error."
@@ -351,15 +373,15 @@ async def test_a_stream_the_app_closes_early_ends_once_unset_and_closed_early(
         )
         served, kwargs = _served(events), {"use_responses_api": True}
     with ReplayServer([served]) as server, langchain_instrumented(restored=False):
-        model = _model(server.url, **kwargs)
-        if is_async:
-            agen = model.astream(PROMPT)
-            taken = [await agen.__anext__() for _ in range(read)]
-            await agen.aclose()
-        else:
-            gen = model.stream(PROMPT)
-            taken = [next(gen) for _ in range(read)]
-            gen.close()
+        async with _own_client(server.url, is_async, **kwargs) as model:
+            if is_async:
+                agen = model.astream(PROMPT)
+                taken = [await agen.__anext__() for _ in range(read)]
+                await agen.aclose()
+            else:
+                gen = model.stream(PROMPT)
+                taken = [next(gen) for _ in range(read)]
+                gen.close()
     assert bool("".join(c.text for c in taken)) is output
     spans = [s for s in exporter.get_finished_spans() if s.name == "chat gpt-4o-mini"]
     assert len(spans) == 1  # ended once
