@@ -391,3 +391,107 @@ async def test_a_stream_the_app_closes_early_ends_once_unset_and_closed_early(
     assert (attrs["evaltrace.stream.end_reason"], attrs["evaltrace.stream.completed"]) == ("closed_early", False)
     assert attrs["evaltrace.stream.chunks"] == read
     assert ("gen_ai.response.time_to_first_chunk" in attrs) is output
+
+
+# --- 5. reasoning first, and a ValueError that is not OpenAI's ------------------------------------------------
+
+
+def _scripted(chunks: list[Any], pause_before: int, sent_ns: list[int], raises: BaseException | None = None) -> Any:
+    """A LangChain chat model (no provider SDK: LangChain's own streaming and callbacks) yielding ``chunks``.
+
+    It pauses before chunk ``pause_before`` and writes down when each chunk was handed over; then raises ``raises``.
+    """
+    from langchain_core.callbacks import CallbackManagerForLLMRun
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.outputs import ChatGenerationChunk, ChatResult
+
+    class Scripted(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "scripted"
+
+        def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+            raise NotImplementedError  # streamed only
+
+        def _stream(
+            self, messages: Any, stop: Any = None, run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any
+        ) -> Iterator[ChatGenerationChunk]:
+            for index, message in enumerate(chunks):
+                if index == pause_before:
+                    time.sleep(PAUSE)
+                chunk = ChatGenerationChunk(message=message)
+                sent_ns.append(time.time_ns())
+                if run_manager is not None:
+                    run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                yield chunk
+            if raises is not None:
+                raise raises
+
+    return Scripted()
+
+
+def _reasoning_chunk(shape: str) -> Any:
+    """A chunk carrying only reasoning, as the integrations stream it."""
+    from langchain_core.messages import AIMessageChunk
+
+    summary = [{"index": 0, "type": "summary_text", "text": "The user wants a test."}]
+    if shape == "reasoning_content":  # DeepSeek-style integrations (ChatDeepSeek, ChatXAI...)
+        return AIMessageChunk(content="", additional_kwargs={"reasoning_content": "The user wants a test."})
+    if shape == "responses-summary":  # langchain-openai's response.reasoning_summary_text.delta
+        return AIMessageChunk(content=[{"summary": summary, "index": 0, "type": "reasoning"}])
+    assert shape == "responses-v0"  # the same, in langchain-openai's output_version="v0"
+    return AIMessageChunk(content="", additional_kwargs={"reasoning": {"summary": summary, "type": "reasoning"}})
+
+
+@pytest.mark.parametrize("shape", ["reasoning_content", "responses-summary", "responses-v0"])
+def test_time_to_first_chunk_starts_at_a_reasoning_only_chunk(shape: str, exporter: InMemorySpanExporter) -> None:
+    """Reasoning is output (the model is answering): the clock stops at the first reasoning chunk, not PAUSE later
+    at the first text, and not at the role-only opening chunk before it."""
+    from langchain_core.messages import AIMessageChunk
+
+    sent_ns: list[int] = []
+    chunks = [AIMessageChunk(content=""), _reasoning_chunk(shape), AIMessageChunk(content="This is a test.")]
+    with langchain_instrumented():
+        list(_scripted(chunks, 2, sent_ns).stream(PROMPT))
+    (span,) = exporter.get_finished_spans()
+    first_ns = span.start_time + dict(span.attributes or {})["gen_ai.response.time_to_first_chunk"] * 1e9  # type: ignore[operator]
+    assert sent_ns[1] - 1e6 <= first_ns < sent_ns[2]  # the reasoning chunk's time (1 ms of float rounding)
+
+
+def test_a_value_error_of_another_provider_is_not_read_as_openais_failure(exporter: InMemorySpanExporter) -> None:
+    """A ValueError whose text looks like openai's ``ResponseError`` (``code='..' message='..'``) from a model that
+    is not OpenAI's is the user's (or that integration's) error: the span names the ValueError, as raised."""
+    from langchain_core.messages import AIMessageChunk
+
+    error = ValueError("code='server_error' message='The server had an error.'")
+    with langchain_instrumented(), pytest.raises(ValueError) as raised:
+        list(_scripted([AIMessageChunk(content="This")], -1, [], raises=error).stream(PROMPT))
+    assert raised.value is error
+    (span,) = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == f"ValueError: {error}"
+    assert dict(span.attributes or {})["error.type"] == "ValueError"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "code='server_error' message='The server had an error.'",
+            ("server_error", "server_error: The server had an error."),
+        ),
+        (
+            'code="rate_limit_exceeded" message="Slow down: it\'s busy."',
+            ("rate_limit_exceeded", "rate_limit_exceeded: Slow down: it's busy."),
+        ),
+        ("code='server_error'", None),  # no message: not a ResponseError's text
+        ("server_error: The server had an error.", None),
+    ],
+    ids=["single-quoted", "double-quoted", "no-message", "other-text"],
+)
+def test_raised_failure_reads_a_response_errors_plain_text(text: str, expected: tuple[str, str] | None) -> None:
+    """pydantic's ``str`` of openai's ``ResponseError`` (``code='..' message='..'``), as langchain-openai raises it."""
+    from evaltrace.instrumentation.langchain._streams import raised_failure
+
+    assert raised_failure(ValueError(text)) == expected
+    assert raised_failure(RuntimeError(text)) is None  # only the integration's ValueError

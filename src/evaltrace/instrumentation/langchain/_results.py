@@ -191,6 +191,10 @@ def tool_arguments(input_str: str) -> Any:
     return loads_or_raw(input_str)
 
 
+# The providers whose LangChain integration (langchain-openai) raises a Responses failure as a ``ValueError``.
+_OPENAI_PROVIDERS = frozenset({"openai", "azure.ai.openai"})
+
+
 def end_model_error(span: Span, error: BaseException, run: Run) -> None:
     """End a failed model call's span as the SDK instrumentations do (API error code, HTTP status); it ends anyway.
 
@@ -199,15 +203,16 @@ def end_model_error(span: Span, error: BaseException, run: Run) -> None:
     stream or dropped it) as the run's error: that is no failure, as closing an openai stream is none, so the span
     ends with status UNSET, ``closed_early`` and not completed, even before the first chunk. A task's cancellation
     is ``closed_early`` too, and keeps its error status. A Responses failure the integration raised (its
-    ``ValueError``) is named as ``instrument_openai()`` names it (see ``_streams.raised_failure``).
+    ``ValueError``) is named as ``instrument_openai()`` names it (see ``_streams.raised_failure``); only an OpenAI model's is read.
     """
     try:
         with handle_internal_errors("recording a failed LangChain model call"):
             if isinstance(error, GeneratorExit):
                 span.set_attributes(stream_attributes(run, sc.STREAM_END_CLOSED) or _closed_before_any_chunk())
                 return
-            # The failure first: naming it reads the error's own properties, which may raise.
-            reported = _streams.raised_failure(error)
+            # The failure first: naming it reads the error's own properties, which may raise. Only an OpenAI model's
+            # ValueError is read as the API's failure: another integration's (or the user's) is theirs, unchanged.
+            reported = _streams.raised_failure(error) if run.provider in _OPENAI_PROVIDERS else None
             status = reported[1] if reported is not None else f"{type(error).__name__}: {error}"
             span.set_status(Status(StatusCode.ERROR, status))
             span.record_exception(error)
