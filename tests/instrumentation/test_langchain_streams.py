@@ -115,8 +115,17 @@ async def _own_client(url: str, is_async: bool, **kwargs: Any) -> AsyncIterator[
             yield _model(url, http_async_client=http_async, **kwargs)
             await asyncio.sleep(0)  # let the closed generators' finalizers run before the client closes
     else:
-        with httpx.Client() as http:
-            yield _model(url, http_client=http, **kwargs)
+        with _sync_model(url, **kwargs) as model:
+            yield model
+
+
+@contextmanager
+def _sync_model(url: str, **kwargs: Any) -> Iterator[Any]:
+    """A model on a sync httpx client of its own, closed at the end (its pooled connection with it)."""
+    import httpx
+
+    with httpx.Client() as http:
+        yield _model(url, http_client=http, **kwargs)
 
 
 def _langchain_span(exporter: InMemorySpanExporter) -> tuple[ReadableSpan, dict[str, Any]]:
@@ -139,8 +148,8 @@ def _direct(events: list[dict[str, Any]], exporter: InMemorySpanExporter) -> tup
     evaltrace.instrument_openai()
     try:
         with ReplayServer([_served(events)]) as server:
-            client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
-            list(client.responses.create(model="gpt-4o-mini", input=PROMPT, stream=True))
+            with openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0) as client:
+                list(client.responses.create(model="gpt-4o-mini", input=PROMPT, stream=True))
     finally:
         evaltrace.uninstrument_openai()
     (span,) = exporter.get_finished_spans()
@@ -182,7 +191,8 @@ def test_a_completed_responses_stream_is_still_exhausted(exporter: InMemorySpanE
     events = _responses_events("completed")
     _, expected = _direct(events, exporter)
     with ReplayServer([_served(events)]) as server, langchain_instrumented():
-        list(_model(server.url, use_responses_api=True).stream(PROMPT))
+        with _sync_model(server.url, use_responses_api=True) as model:
+            list(model.stream(PROMPT))
     _, attrs = _langchain_span(exporter)
     assert _ending(attrs) == _ending(expected)
     assert (attrs["evaltrace.stream.end_reason"], attrs["evaltrace.stream.completed"]) == ("exhausted", True)
@@ -221,7 +231,8 @@ def test_a_responses_answer_ending_failed_or_cancelled_in_on_llm_end(
     events = _responses_events(f"status:{status}")
     direct, expected = _direct(events, exporter)
     with ReplayServer([_served(events)]) as server, langchain_instrumented():
-        list(_model(server.url, use_responses_api=True).stream(PROMPT))
+        with _sync_model(server.url, use_responses_api=True) as model:
+            list(model.stream(PROMPT))
     span, attrs = _langchain_span(exporter)
     assert span.status.status_code is direct.status.status_code
     assert span.status.description == direct.status.description
@@ -309,8 +320,8 @@ def test_time_to_first_chunk_is_the_first_chunk_carrying_output(api: str, export
         events = _responses_events("completed")
         at = next(i for i, e in enumerate(events) if e["type"] == "response.output_text.delta")
         body, opening_chunks, kwargs = _sse(events, named=True), 2, {"use_responses_api": True}
-    with _holding(body, at) as server, langchain_instrumented():
-        stream = _model(server.url, **kwargs).stream(PROMPT)
+    with _holding(body, at) as server, langchain_instrumented(), _sync_model(server.url, **kwargs) as model:
+        stream = model.stream(PROMPT)
         opening = [next(stream) for _ in range(opening_chunks)]
         time.sleep(PAUSE)
         released_ns = time.time_ns()
@@ -337,11 +348,11 @@ def _direct_closed(events: list[dict[str, Any]], read: int, exporter: InMemorySp
     evaltrace.instrument_openai()
     try:
         with ReplayServer([_served(events)]) as server:
-            client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
-            stream = client.responses.create(model="gpt-4o-mini", input=PROMPT, stream=True)
-            for _ in range(read):
-                next(stream)
-            stream.close()
+            with openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0) as client:
+                stream = client.responses.create(model="gpt-4o-mini", input=PROMPT, stream=True)
+                for _ in range(read):
+                    next(stream)
+                stream.close()
     finally:
         evaltrace.uninstrument_openai()
     (span,) = exporter.get_finished_spans()
