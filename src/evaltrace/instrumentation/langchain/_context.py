@@ -41,7 +41,7 @@ class Run:
     started_ns: int = 0
     active: Context | None = None  # the context the run's start made current (None: it made none)
     token: Token[Context] | None = None  # restores the context before ``active``
-    first_chunk_ns: int | None = None
+    first_chunk_ns: int | None = None  # the first chunk carrying output (text, reasoning, tool-call arguments)
     last_chunk_ns: int | None = None
     chunks: int = 0
     ended: bool = False
@@ -130,7 +130,7 @@ class WhileRequesting:
 
     def __bool__(self) -> bool:
         run = self._run
-        return not run.ended and run.first_chunk_ns is None
+        return not run.ended and not run.chunks
 
 
 class Contexts:

@@ -42,6 +42,7 @@ from evaltrace._internal.tracing import INSTRUMENTATION_NAME, LLM_SUPPRESSION_KE
 from evaltrace.context import session_in, session_stamp
 from evaltrace.instrumentation.langchain import _codec
 from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRequesting, span_of
+from evaltrace.instrumentation.langchain._models import model_request as _model_request
 from evaltrace.instrumentation.langchain._results import captured as _captured
 from evaltrace.instrumentation.langchain._results import control_flow_events as _control_flow_events
 from evaltrace.instrumentation.langchain._results import end_model_error as _end_model_error
@@ -54,7 +55,7 @@ from evaltrace.instrumentation.langchain._runs import _integration_calls_the_sdk
 from evaltrace.instrumentation.langchain._runs import conversation_attributes as _conversation
 from evaltrace.instrumentation.langchain._runs import provider_traced as provider_traced
 from evaltrace.instrumentation.langchain._runs import thread_of as _thread_of
-from evaltrace.instrumentation.langchain._serialized import constructor_stop, server_attributes
+from evaltrace.instrumentation.langchain._streams import carries_output as _carries_output
 
 try:
     # The defining module: importing the package could meet it half-initialised (we load while LangChain does).
@@ -459,25 +460,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         if provider_traced(metadata.get("ls_provider")):
             self._pass_through(run_id, parent_run_id, sc.KIND_LLM, metadata)
             return
-        params = kwargs.get("invocation_params")
-        params = params if isinstance(params, Mapping) else {}
-        attributes: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: operation}
-        attributes.update(_codec.request_attributes(metadata, params))
-        if sc.GEN_AI_REQUEST_STOP_SEQUENCES not in attributes:  # a call's own stop wins, as the integrations send
-            stop = constructor_stop(serialized)
-            if stop:
-                attributes[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = stop
-        attributes.update(server_attributes(serialized, metadata.get("ls_provider")))
-        attributes.update(_conversation(metadata))
-        model = attributes.get(sc.GEN_AI_REQUEST_MODEL) or _name(kwargs, None, "model")
-        if settings.current.capture_content:
-            system, batch = _codec.split_system(batch, metadata.get("ls_provider"), metadata.get("ls_model_name"))
-            if system:
-                attributes[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = _json(system)
-            attributes[sc.GEN_AI_INPUT_MESSAGES] = _json(_codec.messages(batch))
-            tools = _codec.tools_of(params)
-            if tools:
-                attributes[sc.GEN_AI_TOOL_DEFINITIONS] = _json(tools)
+        attributes, model = _model_request(metadata, kwargs, operation, batch, serialized)
         run = self._start(
             run_id, parent_run_id, sc.KIND_LLM, f"{operation} {model}", attributes, SpanKind.CLIENT, metadata
         )
@@ -486,14 +469,20 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             run.model = request_model if isinstance(request_model, str) else None
             run.provider = provider if isinstance(provider, str) else None
 
-    def on_llm_new_token(self, token: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        """Count a streamed chunk; the first and last ones' times are the stream's timings (O(1))."""
+    def on_llm_new_token(self, token: Any, *, run_id: UUID, chunk: Any = None, **kwargs: Any) -> None:
+        """Count a streamed chunk; the first output chunk's and the last chunk's times are the stream's timings.
+
+        Time to first chunk starts at the first chunk that carries output (see ``_streams.carries_output``), not at
+        a role-only opening one; each chunk is looked into only until that one came (then O(1)).
+        """
         run = self._runs.get(run_id)
         if run is None or run.span is None:
             return
         now = time.time_ns()
         if run.first_chunk_ns is None:
-            run.first_chunk_ns = now
+            with handle_internal_errors("reading a LangChain stream chunk"):
+                if _carries_output(token, chunk):
+                    run.first_chunk_ns = now
         run.last_chunk_ns = now
         run.chunks += 1
 

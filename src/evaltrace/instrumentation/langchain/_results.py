@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -18,8 +17,9 @@ from evaltrace._internal.jsonutil import capped_json, loads_or_raw
 from evaltrace._internal.manual_attributes import cost_attributes
 from evaltrace._internal.openai.response import Usage
 from evaltrace._internal.spans import error_type
-from evaltrace.instrumentation.langchain import _codec
+from evaltrace.instrumentation.langchain import _codec, _streams
 from evaltrace.instrumentation.langchain._context import Run
+from evaltrace.instrumentation.langchain._streams import stream_attributes as stream_attributes
 
 
 def json_value(value: Any) -> str:
@@ -115,38 +115,15 @@ def model_result(run: Run, response: Any) -> dict[str, AttributeValue]:
     if reasons:
         attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
     attributes.update(captured(sc.GEN_AI_OUTPUT_MESSAGES, outputs))
-    if run.first_chunk_ns is not None:  # streamed (LangChain's invocation params do not always say so)
-        # Every choice ended with its finish reason: the stream carried its terminal signal. Without one, whether
-        # the server cut the stream or the integration dropped the reason is not known: no end reason is claimed.
-        whole = bool(first) and len(reasons) == len(first)
+    if run.chunks:  # streamed (LangChain's invocation params do not always say so)
         output = usage.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
-        attributes.update(stream_attributes(run, sc.STREAM_END_EXHAUSTED if whole else None, output))
-    return attributes
-
-
-def stream_attributes(run: Run, end_reason: str | None, output_tokens: int | None = None) -> dict[str, AttributeValue]:
-    """A streamed model call's timings from its chunks' callbacks, as the SDK instrumentations record a stream.
-
-    Time to first and last chunk (from the run's start), Langfuse's completion start time, the chunk count, output
-    tokens per second between the first and last chunk, and, when ``end_reason`` is known, how the stream ended
-    (``evaltrace.stream.completed`` true only for ``exhausted``). Nothing when no chunk arrived.
-    """
-    first_ns, last_ns = run.first_chunk_ns, run.last_chunk_ns
-    if first_ns is None:
-        return {}
-    attributes: dict[str, AttributeValue] = {sc.GEN_AI_REQUEST_STREAM: True}
-    if end_reason is not None:
-        attributes[sc.EVALTRACE_STREAM_COMPLETED] = end_reason == sc.STREAM_END_EXHAUSTED
-        attributes[sc.EVALTRACE_STREAM_END_REASON] = end_reason
-    attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = max(0.0, (first_ns - run.started_ns) / 1e9)
-    # Langfuse's time to first token, as the SDK instrumentations stamp it.
-    first = dt.datetime.fromtimestamp(first_ns / 1e9, tz=dt.UTC)
-    attributes[sc.LANGFUSE_OBSERVATION_COMPLETION_START_TIME] = first.isoformat(timespec="microseconds")
-    attributes[sc.EVALTRACE_STREAM_CHUNKS] = run.chunks
-    if last_ns is not None:
-        attributes[sc.EVALTRACE_STREAM_TIME_TO_LAST_CHUNK] = max(0.0, (last_ns - run.started_ns) / 1e9)
-        if output_tokens is not None and last_ns > first_ns:
-            attributes[sc.EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND] = output_tokens / ((last_ns - first_ns) / 1e9)
+        attributes.update(stream_attributes(run, _streams.end_reason(first, reasons), output))
+    failure = _streams.response_failure(first)
+    if failure is not None and run.span is not None:
+        # A Responses answer whose status is ``failed`` the integration handed back without raising: failed as
+        # instrument_openai() fails it (the provider's code, ``"{code}: {message}"``), no exception event.
+        attributes[sc.ERROR_TYPE] = failure[0]
+        run.span.set_status(Status(StatusCode.ERROR, failure[1]))
     return attributes
 
 
@@ -214,23 +191,46 @@ def tool_arguments(input_str: str) -> Any:
     return loads_or_raw(input_str)
 
 
+# The providers whose LangChain integration (langchain-openai) raises a Responses failure as a ``ValueError``.
+_OPENAI_PROVIDERS = frozenset({"openai", "azure.ai.openai"})
+
+
 def end_model_error(span: Span, error: BaseException, run: Run) -> None:
     """End a failed model call's span as the SDK instrumentations do (API error code, HTTP status); it ends anyway.
 
-    A stream that had begun keeps its timings, and how it ended: left early by its consumer (LangChain reports the
-    generator's close, or the task's cancellation, as the run's error) or broken by an error.
+    A stream that had begun keeps its timings, and how it ended: broken by an error, or left early by its consumer.
+    LangChain reports the generator's close (``GeneratorExit``: the application stopped reading, closed the
+    stream or dropped it) as the run's error: that is no failure, as closing an openai stream is none, so the span
+    ends with status UNSET, ``closed_early`` and not completed, even before the first chunk. A task's cancellation
+    is ``closed_early`` too, and keeps its error status. A Responses failure the integration raised (its
+    ``ValueError``) is named as ``instrument_openai()`` names it (see ``_streams.raised_failure``); only an OpenAI model's is read.
     """
     try:
         with handle_internal_errors("recording a failed LangChain model call"):
-            # The failure first: naming it reads the error's own properties, which may raise.
-            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+            if isinstance(error, GeneratorExit):
+                span.set_attributes(stream_attributes(run, sc.STREAM_END_CLOSED) or _closed_before_any_chunk())
+                return
+            # The failure first: naming it reads the error's own properties, which may raise. Only an OpenAI model's
+            # ValueError is read as the API's failure: another integration's (or the user's) is theirs, unchanged.
+            reported = _streams.raised_failure(error) if run.provider in _OPENAI_PROVIDERS else None
+            status = reported[1] if reported is not None else f"{type(error).__name__}: {error}"
+            span.set_status(Status(StatusCode.ERROR, status))
             span.record_exception(error)
-            span.set_attributes(_error_attributes(error))
-            if run.first_chunk_ns is not None:
-                left = isinstance(error, GeneratorExit | asyncio.CancelledError)
-                span.set_attributes(stream_attributes(run, sc.STREAM_END_CLOSED if left else sc.STREAM_END_ERROR))
+            span.set_attributes(_error_attributes(error) if reported is None else {sc.ERROR_TYPE: reported[0]})
+            left = isinstance(error, asyncio.CancelledError)
+            span.set_attributes(stream_attributes(run, sc.STREAM_END_CLOSED if left else sc.STREAM_END_ERROR))
     finally:
         span.end()
+
+
+def _closed_before_any_chunk() -> dict[str, AttributeValue]:
+    """A stream closed before its first chunk: only a generator is closed, so it was one (no chunk, no timing)."""
+    return {
+        sc.GEN_AI_REQUEST_STREAM: True,
+        sc.EVALTRACE_STREAM_COMPLETED: False,
+        sc.EVALTRACE_STREAM_END_REASON: sc.STREAM_END_CLOSED,
+        sc.EVALTRACE_STREAM_CHUNKS: 0,
+    }
 
 
 def _error_attributes(error: BaseException) -> Mapping[str, AttributeValue]:
