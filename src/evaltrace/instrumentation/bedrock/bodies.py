@@ -47,12 +47,10 @@ from evaltrace._internal.openai.parts import (
     reasoning_part,
     split_think,
     text_part,
-    tool_call_part,
-    tool_response_part,
 )
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.thinking import split_thinking
-from evaltrace.instrumentation.bedrock import converse
+from evaltrace.instrumentation.bedrock import cohere_chat, converse
 from evaltrace.instrumentation.bedrock.chat_bodies import chat_body_outcome, chat_choices
 
 Attributes = dict[str, Any]
@@ -236,7 +234,7 @@ def request_content(
             openai_request.tool_definitions(params),
         )
     if family == COHERE_CHAT:
-        return _cohere_chat_messages(body), _preamble(body), _cohere_tools(body)
+        return cohere_chat.request_content(body)
     key = "inputText" if family == TITAN else "prompt"
     prompt = body.get(key)
     if not isinstance(prompt, str):
@@ -262,64 +260,6 @@ def _completion_turns(prompt: str) -> tuple[list[Message], list[Part] | None]:
         if text.strip():
             out.append({"role": "user" if speaker == "Human" else "assistant", "parts": [text_part(text.strip())]})
     return out, system
-
-
-_COHERE_ROLES = {"USER": "user", "CHATBOT": "assistant", "SYSTEM": "system", "TOOL": "tool"}
-
-
-def _preamble(body: Mapping[str, Any]) -> list[Part] | None:
-    preamble = body.get("preamble")
-    return [text_part(preamble)] if isinstance(preamble, str) and preamble else None
-
-
-def _cohere_chat_messages(body: Mapping[str, Any]) -> list[Message]:
-    """``chat_history`` then ``message`` (and ``tool_results``, the answers to the last turn's tool calls)."""
-    out: list[Message] = []
-    for turn in body.get("chat_history") or ():
-        if not isinstance(turn, Mapping):
-            continue
-        role = _COHERE_ROLES.get(str(turn.get("role")), str(turn.get("role")).lower())
-        parts: list[Part] = []
-        if isinstance(turn.get("message"), str) and turn["message"]:
-            parts.append(text_part(turn["message"]))
-        for call in turn.get("tool_calls") or ():
-            parts.append(tool_call_part(None, call.get("name"), call.get("parameters")))
-        for result in turn.get("tool_results") or ():
-            parts.append(_cohere_tool_result(result))
-        out.append({"role": role, "parts": parts})
-    results = [_cohere_tool_result(r) for r in body.get("tool_results") or () if isinstance(r, Mapping)]
-    if results:
-        out.append({"role": "tool", "parts": results})
-    message = body.get("message")
-    if isinstance(message, str) and message:
-        out.append({"role": "user", "parts": [text_part(message)]})
-    return out
-
-
-def _cohere_tool_result(result: Any) -> Part:
-    call = result.get("call") if isinstance(result, Mapping) else None
-    name = call.get("name") if isinstance(call, Mapping) else None
-    outputs = result.get("outputs") if isinstance(result, Mapping) else None
-    part = tool_response_part(None, outputs if outputs is not None else "")
-    if name is not None:
-        part["name"] = name
-    return part
-
-
-def _cohere_tools(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    tools = body.get("tools")
-    if not isinstance(tools, list) or not tools:
-        return None
-    out: list[dict[str, Any]] = []
-    for tool in tools:
-        if isinstance(tool, Mapping):
-            entry: dict[str, Any] = {"type": "function", "name": tool.get("name")}
-            if tool.get("description") is not None:
-                entry["description"] = tool["description"]
-            if tool.get("parameter_definitions") is not None:
-                entry["parameters"] = tool["parameter_definitions"]
-            out.append(entry)
-    return out or None
 
 
 def embedding_attributes(body: Mapping[str, Any]) -> Attributes:
@@ -497,18 +437,7 @@ def _text_shape(body: Mapping[str, Any]) -> tuple[str, Any, Usage | None, list[P
         text = "".join(str(o.get("text") or "") for o in outputs[:1])
         first = outputs[0] if outputs else {}
         return text, first.get("stop_reason") or first.get("finish_reason"), None, []
-    # Cohere Command R: text, tool calls, finish reason, billed units
-    calls = [tool_call_part(None, c.get("name"), c.get("parameters")) for c in body.get("tool_calls") or ()]
-    return str(body.get("text") or ""), body.get("finish_reason"), cohere_usage(body), calls
-
-
-def cohere_usage(body: Mapping[str, Any]) -> Usage | None:
-    """``meta.billed_units`` (what is billed) of a Cohere Command R response."""
-    meta = body.get("meta")
-    units = meta.get("billed_units") if isinstance(meta, Mapping) else None
-    if not isinstance(units, Mapping):
-        return None
-    return Usage(count(units.get("input_tokens")), count(units.get("output_tokens")))
+    return cohere_chat.response_shape(body)  # Cohere Command R: text, tool calls, finish reason, billed units
 
 
 def header_usage(headers: Mapping[str, Any]) -> Usage | None:

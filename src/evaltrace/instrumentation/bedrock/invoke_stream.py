@@ -31,7 +31,8 @@ from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
 from evaltrace._internal.openai.parts import Part, assistant_parts, tool_call_part
 from evaltrace.instrumentation.bedrock import converse, converse_stream
-from evaltrace.instrumentation.bedrock.bodies import GUARDRAIL_ACTION, cohere_usage, guardrail_intervened, text_parts
+from evaltrace.instrumentation.bedrock.bodies import GUARDRAIL_ACTION, guardrail_intervened, text_parts
+from evaltrace.instrumentation.bedrock.cohere_chat import cohere_usage
 
 _CONVERSE_EVENTS = frozenset({"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop",
                               "messageStop", "metadata"})  # fmt: skip
