@@ -34,9 +34,8 @@ from evaltrace.instrumentation.litellm.extras import (
     add_redacted,
     drop_unknown_finishes,
     finish_dropped,
-    provider_model,
+    kept_model_and_usage,
     redacted_count,
-    reported_usage,
 )
 from evaltrace.instrumentation.litellm.providers import PROVIDER_NAMES as PROVIDER_NAMES
 from evaltrace.instrumentation.litellm.providers import Server as Server
@@ -260,11 +259,7 @@ class LiteLLMChatAccumulator(ChatAccumulator):
         """
         stream, self.stream = self.stream, None
         if stream is not None:
-            model = provider_model(stream)
-            if model is not None:
-                self.model = model
-            if self.usage is None:
-                self.usage = reported_usage(stream)
+            self.model, self.usage = kept_model_and_usage(stream, self.model, self.usage)
 
     def add(self, chunk: Any) -> bool:
         """Fold one ``ModelResponseStream`` in (see ``ChatAccumulator.add``); O(1) per choice.

@@ -85,6 +85,17 @@ def provider_model(stream: Any) -> str | None:
     return model if isinstance(model, str) and model else None
 
 
+def kept_model_and_usage(stream: Any, model: str | None, usage: Any) -> tuple[str | None, Any]:
+    """``(model, usage)`` of a stream's accumulator, with what LiteLLM kept on ``stream`` (its ``CustomStreamWrapper``).
+
+    The provider's model (``provider_model``) stands for ``model`` when LiteLLM kept one; the usage LiteLLM kept from
+    the caller (``reported_usage``) stands for ``usage`` only when no usage chunk was folded (``usage`` is None).
+    Shared by the chat and the text-completion accumulators, each of which reads its stream once.
+    """
+    kept = provider_model(stream)
+    return (model if kept is None else kept), (reported_usage(stream) if usage is None else usage)
+
+
 def finish_dropped(source: Any, finishes: list[Any]) -> bool:
     """Whether LiteLLM ended an ``n`` > 1 stream past choices whose finish chunk it dropped.
 

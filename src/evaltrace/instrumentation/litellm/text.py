@@ -23,8 +23,7 @@ from evaltrace._internal.openai.response import chat_usage
 from evaltrace.instrumentation.litellm.extras import (
     drop_unknown_finishes,
     finish_dropped,
-    provider_model,
-    reported_usage,
+    kept_model_and_usage,
 )
 
 Attributes = dict[str, Any]
@@ -172,11 +171,7 @@ class TextAccumulator(ChatAccumulator):
         """The provider's model and the usage LiteLLM kept from the caller, as the chat stream's (once)."""
         stream, self.stream = self.stream, None
         if stream is not None:
-            model = provider_model(stream)
-            if model is not None:
-                self.model = model
-            if self.usage is None:
-                self.usage = reported_usage(stream)
+            self.model, self.usage = kept_model_and_usage(stream, self.model, self.usage)
 
     def summary(self) -> Any:
         """Model and token counts: the provider's model, the usage LiteLLM kept from the caller."""
