@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import boto3
+import pytest
 
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette
 
@@ -67,6 +68,19 @@ def calls_of(interactions: list[Recorded]) -> list[Call]:
         else:
             params = {"body": item.request_body, "contentType": "application/json", "accept": "application/json"}
         out.append(Call(method, model, params, item))
+    return out
+
+
+def recorded_params(method: str) -> list[Any]:
+    """A ``pytest.param(path, index)`` for each call to ``method`` the cassettes answered with 200, in order.
+
+    ``index`` is the call's place among its cassette's Bedrock calls (``calls_of``); ids read ``<stem>-<index>``.
+    """
+    out = []
+    for path in cassettes():
+        for index, call in enumerate(calls_of(load_cassette(path))):
+            if call.method == method and call.recorded.status == 200:
+                out.append(pytest.param(path, index, id=f"{path.stem}-{index}"))
     return out
 
 

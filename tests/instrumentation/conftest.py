@@ -70,6 +70,17 @@ def litellm_instrumented(provider: TracerProvider, capture: None) -> Iterator[An
     instrumentor.uninstrument()
 
 
+@pytest.fixture
+def bedrock_instrumented(provider: TracerProvider, capture: None) -> Iterator[Any]:
+    """``BedrockInstrumentor`` on, content captured (imported here: boto3 is an optional extra); yields it."""
+    from evaltrace.instrumentation.bedrock import BedrockInstrumentor
+
+    instrumentor = BedrockInstrumentor()
+    instrumentor.instrument()
+    yield instrumentor
+    instrumentor.uninstrument()
+
+
 @pytest.fixture(params=["openai_instrumented", "openai_off"])
 def openai_on(request: pytest.FixtureRequest) -> Iterator[bool]:
     """``instrument_openai()`` on, then off: agent frameworks must record one model span per request either way."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,10 +14,9 @@ from bedrock_replay import (  # noqa: E402
     OPENINFERENCE,
     PYDANTIC_AI,
     attrs_json,
-    calls_of,
-    cassettes,
     client,
     only_span,
+    recorded_params,
     replay,
     send,
 )
@@ -33,15 +31,7 @@ from evaltrace.instrumentation.bedrock import BedrockInstrumentor  # noqa: E402
 TEST_BEDROCK = PYDANTIC_AI / "cassettes" / "test_bedrock"
 
 
-@pytest.fixture
-def instrumented(provider: TracerProvider, capture: None) -> Iterator[BedrockInstrumentor]:
-    instrumentor = BedrockInstrumentor()
-    instrumentor.instrument()
-    yield instrumentor
-    instrumentor.uninstrument()
-
-
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("bedrock_instrumented")
 def test_converse_follows_genai_conventions(exporter: InMemorySpanExporter) -> None:
     with replay(TEST_BEDROCK / "test_bedrock_model_max_tokens.yaml") as (api, calls, server):
         (call,) = calls
@@ -93,7 +83,7 @@ def test_converse_follows_genai_conventions(exporter: InMemorySpanExporter) -> N
     assert a["evaltrace.cost_usd"] == pytest.approx(cost.total_usd)
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("bedrock_instrumented")
 def test_the_response_id_is_the_aws_request_id(exporter: InMemorySpanExporter) -> None:
     with replay(OPENINFERENCE / "TestNovaInvokeModel.test_nova_converse.yaml") as (api, calls, _):
         result = send(api, calls[0])
@@ -101,7 +91,7 @@ def test_the_response_id_is_the_aws_request_id(exporter: InMemorySpanExporter) -
     assert only_span(exporter).attributes["gen_ai.response.id"] == result["ResponseMetadata"]["RequestId"] == recorded
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("bedrock_instrumented")
 def test_tool_use_and_tool_results_are_genai_parts(exporter: InMemorySpanExporter) -> None:
     with replay(OPENINFERENCE / "test_converse_tool_use_message.yaml") as (api, calls, _):
         (call,) = calls
@@ -124,7 +114,7 @@ def test_tool_use_and_tool_results_are_genai_parts(exporter: InMemorySpanExporte
     ]
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("bedrock_instrumented")
 def test_a_tool_result_turn_becomes_a_tool_message(exporter: InMemorySpanExporter) -> None:
     path = (
         PYDANTIC_AI
@@ -145,7 +135,7 @@ def test_a_tool_result_turn_becomes_a_tool_message(exporter: InMemorySpanExporte
     assert all(p["type"] == "tool_call_response" for p in tool_parts)
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("bedrock_instrumented")
 def test_reasoning_content_is_reasoning_parts_never_answer_text(exporter: InMemorySpanExporter) -> None:
     with replay(TEST_BEDROCK / "test_bedrock_model_thinking_part_anthropic.yaml") as (api, calls, _):
         results = [send(api, call) for call in calls]
@@ -163,7 +153,7 @@ def test_reasoning_content_is_reasoning_parts_never_answer_text(exporter: InMemo
     assert any(p["type"] == "reasoning" for m in history if m["role"] == "assistant" for p in m["parts"])
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("bedrock_instrumented")
 def test_redacted_reasoning_is_an_empty_redacted_part(exporter: InMemorySpanExporter) -> None:
     with replay(TEST_BEDROCK / "test_bedrock_model_thinking_part_redacted.yaml") as (api, calls, _):
         result = send(api, calls[0])
@@ -176,7 +166,7 @@ def test_redacted_reasoning_is_an_empty_redacted_part(exporter: InMemorySpanExpo
     )
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("bedrock_instrumented")
 def test_prompt_cache_counts_are_part_of_the_input_and_priced(exporter: InMemorySpanExporter) -> None:
     with replay(TEST_BEDROCK / "test_bedrock_cache_write_and_read.yaml") as (api, calls, _):
         results = [send(api, call) for call in calls]
@@ -194,7 +184,7 @@ def test_prompt_cache_counts_are_part_of_the_input_and_priced(exporter: InMemory
             assert details["input_cached_tokens"] > 0
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("bedrock_instrumented")
 def test_top_k_in_additional_model_request_fields(exporter: InMemorySpanExporter) -> None:
     with replay(TEST_BEDROCK / "test_bedrock_top_k_anthropic_variant.yaml") as (api, calls, _):
         (call,) = calls
@@ -203,7 +193,7 @@ def test_top_k_in_additional_model_request_fields(exporter: InMemorySpanExporter
     assert only_span(exporter).attributes["gen_ai.request.top_k"] == top_k
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("bedrock_instrumented")
 def test_a_client_error_is_recorded_and_reraised_unchanged(exporter: InMemorySpanExporter) -> None:
     with replay(TEST_BEDROCK / "test_bedrock_error.yaml") as (api, calls, _):
         (call,) = calls
@@ -220,7 +210,7 @@ def test_a_client_error_is_recorded_and_reraised_unchanged(exporter: InMemorySpa
     assert span.name == f"chat {call.model}"
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("bedrock_instrumented")
 def test_clients_made_before_and_after_instrument_are_traced_and_other_operations_are_not(
     exporter: InMemorySpanExporter,
 ) -> None:
@@ -257,17 +247,8 @@ def test_uninstrument_restores_botocore_and_clients_made_earlier_stop_tracing(
 
 
 # Every converse call recorded: what the span says is what the recorded response says.
-def _recorded_converse() -> list[Any]:
-    out = []
-    for path in cassettes():
-        for index, call in enumerate(calls_of(load_cassette(path))):
-            if call.method == "converse" and call.recorded.status == 200:
-                out.append(pytest.param(path, index, id=f"{path.stem}-{index}"))
-    return out
-
-
-@pytest.mark.usefixtures("instrumented")
-@pytest.mark.parametrize(("path", "index"), _recorded_converse())
+@pytest.mark.usefixtures("bedrock_instrumented")
+@pytest.mark.parametrize(("path", "index"), recorded_params("converse"))
 def test_every_recorded_converse_response_is_on_its_span(path: Any, index: int, exporter: InMemorySpanExporter) -> None:
     with replay(path) as (api, calls, _):
         results = [send(api, call) for call in calls[: index + 1]]
@@ -299,7 +280,7 @@ def test_every_recorded_converse_response_is_on_its_span(path: Any, index: int, 
     assert input_messages and all(m["role"] in ("user", "assistant", "tool") for m in input_messages)
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("bedrock_instrumented")
 @pytest.mark.parametrize("stream", [False, True], ids=["converse", "converse_stream"])
 def test_a_server_tool_run_by_the_service_is_a_server_tool_call_and_response(
     stream: bool, exporter: InMemorySpanExporter

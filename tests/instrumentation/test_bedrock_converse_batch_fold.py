@@ -19,27 +19,17 @@ import pytest
 pytest.importorskip("boto3")  # an optional extra: not in CI's oldest-versions environment
 
 from bedrock_replay import (
-    calls_of,
-    cassettes,
     client,
     converse_frame,
     read_stream,
+    recorded_params,
     replay,
     send,
     synthetic,
 )
 
-from cassettes import ReplayServer, load_cassette
+from cassettes import ReplayServer
 from evaltrace.instrumentation.bedrock.converse_stream import ConverseStreamAccumulator
-
-
-def _recorded_streams() -> list[Any]:
-    out = []
-    for path in cassettes():
-        for index, call in enumerate(calls_of(load_cassette(path))):
-            if call.method == "converse_stream" and call.recorded.status == 200:
-                out.append(pytest.param(path, index, id=f"{path.stem}-{index}"))
-    return out
 
 
 def _recorded_events(path: Path, index: int) -> list[Any]:
@@ -71,10 +61,10 @@ def _folded_both_ways(events: list[Any], size: int) -> tuple[tuple[Any, ...], tu
 
 
 def test_there_are_recorded_converse_streams() -> None:
-    assert len(_recorded_streams()) >= 3
+    assert len(recorded_params("converse_stream")) >= 3
 
 
-@pytest.mark.parametrize(("path", "index"), _recorded_streams())
+@pytest.mark.parametrize(("path", "index"), recorded_params("converse_stream"))
 @pytest.mark.parametrize("size", [1, 3, 64])
 def test_every_recorded_stream_folds_in_batches_as_one_by_one(path: Path, index: int, size: int) -> None:
     events = _recorded_events(path, index)

@@ -25,10 +25,10 @@ import pytest
 
 pytest.importorskip("boto3")  # an optional extra: not in CI's oldest-versions environment
 
-from bedrock_replay import calls_of, cassettes, client, converse_frame, read_stream, replay, send, synthetic
+from bedrock_replay import client, converse_frame, read_stream, recorded_params, replay, send, synthetic
 from fold_differential import differential, fold
 
-from cassettes import ReplayServer, load_cassette
+from cassettes import ReplayServer
 from evaltrace._internal.engine.codec import chunk_failed
 from evaltrace.instrumentation.bedrock.converse_stream import ConverseStreamAccumulator
 
@@ -71,16 +71,7 @@ class _Old(_New):
                 chunk_failed()
 
 
-def _recorded() -> list[Any]:
-    out = []
-    for path in cassettes():
-        for index, call in enumerate(calls_of(load_cassette(path))):
-            if call.method == "converse_stream" and call.recorded.status == 200:
-                out.append(pytest.param(path, index, id=f"{path.stem}-{index}"))
-    return out
-
-
-RECORDED = _recorded()
+RECORDED = recorded_params("converse_stream")
 
 
 def _recorded_events(path: Path, index: int) -> list[Any]:

@@ -8,7 +8,6 @@ documented Converse answer from the replay server on 127.0.0.1.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,12 +15,10 @@ import pytest
 boto3 = pytest.importorskip("boto3")
 
 from bedrock_replay import PYDANTIC_AI, client, only_span, read_stream, replay, send, synthetic  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from cassettes import ReplayServer  # noqa: E402
 from evaltrace.evaluators._base import context_chunks, question_text  # noqa: E402
-from evaltrace.instrumentation.bedrock import BedrockInstrumentor  # noqa: E402
 from evaltrace.mapping import trace_from_spans  # noqa: E402
 
 NATIVE_OUTPUT = PYDANTIC_AI / "bedrock" / "cassettes" / "test_native_output"
@@ -34,15 +31,7 @@ ANSWER = {
 }
 
 
-@pytest.fixture
-def instrumented(provider: TracerProvider, capture: None) -> Iterator[BedrockInstrumentor]:
-    instrumentor = BedrockInstrumentor()
-    instrumentor.instrument()
-    yield instrumentor
-    instrumentor.uninstrument()
-
-
-pytestmark = pytest.mark.usefixtures("instrumented")
+pytestmark = pytest.mark.usefixtures("bedrock_instrumented")
 
 
 def _converse(model: str, answer: dict[str, Any] = ANSWER, **params: Any) -> dict[str, Any]:

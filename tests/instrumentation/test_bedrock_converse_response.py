@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,12 +16,10 @@ import pytest
 boto3 = pytest.importorskip("boto3")
 
 from bedrock_replay import attrs_json, client, converse_frame, only_span, read_stream, synthetic  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from cassettes import ReplayServer  # noqa: E402
 from evaltrace import pricing  # noqa: E402
-from evaltrace.instrumentation.bedrock import BedrockInstrumentor  # noqa: E402
 
 USER = [{"role": "user", "content": [{"text": "hi"}]}]
 USAGE = {"inputTokens": 1000, "outputTokens": 100, "totalTokens": 1100}
@@ -30,15 +27,7 @@ ROUTER = "arn:aws:bedrock:us-east-1:123456789012:default-prompt-router/anthropic
 ROUTED = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-3-haiku-20240307-v1:0"
 
 
-@pytest.fixture
-def instrumented(provider: TracerProvider, capture: None) -> Iterator[BedrockInstrumentor]:
-    instrumentor = BedrockInstrumentor()
-    instrumentor.instrument()
-    yield instrumentor
-    instrumentor.uninstrument()
-
-
-pytestmark = pytest.mark.usefixtures("instrumented")
+pytestmark = pytest.mark.usefixtures("bedrock_instrumented")
 
 
 def _whole(model: str, content: list[dict[str, Any]], stop: str = "end_turn", **extra: Any) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import copy
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -27,11 +26,9 @@ import pytest
 boto3 = pytest.importorskip("boto3")
 
 from bedrock_replay import OPENINFERENCE, PYDANTIC_AI, only_span, read_stream, replay, send  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from evaltrace.evaluators._base import MissingInputError, context_chunks, question_text  # noqa: E402
-from evaltrace.instrumentation.bedrock import BedrockInstrumentor  # noqa: E402
 from evaltrace.mapping import trace_from_spans  # noqa: E402
 
 TEXT_DOCUMENT = PYDANTIC_AI / "cassettes" / "test_bedrock" / "test_text_as_binary_content_input.yaml"
@@ -39,15 +36,7 @@ STREAM = OPENINFERENCE / "TestConverseStream.test_invoke_text_message.yaml"
 QUESTION = "What is the main content on this document?"
 
 
-@pytest.fixture
-def instrumented(provider: TracerProvider, capture: None) -> Iterator[None]:
-    instrumentor = BedrockInstrumentor()
-    instrumentor.instrument()
-    yield
-    instrumentor.uninstrument()
-
-
-pytestmark = pytest.mark.usefixtures("instrumented")
+pytestmark = pytest.mark.usefixtures("bedrock_instrumented")
 
 
 def _with_source(params: dict[str, Any], source: dict[str, Any], **document: Any) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -25,18 +24,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from cassettes import ReplayServer  # noqa: E402
 from evaltrace._internal import settings  # noqa: E402
-from evaltrace.instrumentation.bedrock import BedrockInstrumentor  # noqa: E402
 
-
-@pytest.fixture
-def instrumented(provider: TracerProvider, capture: None) -> Iterator[BedrockInstrumentor]:
-    instrumentor = BedrockInstrumentor()
-    instrumentor.instrument()
-    yield instrumentor
-    instrumentor.uninstrument()
-
-
-pytestmark = pytest.mark.usefixtures("instrumented")
+pytestmark = pytest.mark.usefixtures("bedrock_instrumented")
 
 
 def test_anthropic_messages_body_and_the_user_still_reads_it(exporter: InMemorySpanExporter) -> None:

@@ -25,11 +25,10 @@ pytest.importorskip("boto3")  # an optional extra: not in CI's oldest-versions e
 
 from bedrock_replay import (
     OPENINFERENCE,
-    calls_of,
-    cassettes,
     chunk_frame,
     client,
     read_stream,
+    recorded_params,
     replay,
     send,
     synthetic,
@@ -41,15 +40,6 @@ from evaltrace.instrumentation.bedrock.invoke_stream import InvokeStreamAccumula
 
 CLAUDE = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 RECORDED = OPENINFERENCE / "TestInvokeModelWithStreamResponse.test_invoke.yaml"
-
-
-def _recorded_streams() -> list[Any]:
-    out = []
-    for path in cassettes():
-        for index, call in enumerate(calls_of(load_cassette(path))):
-            if call.method == "invoke_model_with_response_stream" and call.recorded.status == 200:
-                out.append(pytest.param(path, index, id=f"{path.stem}-{index}"))
-    return out
 
 
 def _record(acc: InvokeStreamAccumulator) -> tuple[Any, ...]:
@@ -80,7 +70,7 @@ def _assert_batches_record_what_add_records(events: list[Any]) -> tuple[Any, ...
     return expected
 
 
-@pytest.mark.parametrize(("path", "index"), _recorded_streams())
+@pytest.mark.parametrize(("path", "index"), recorded_params("invoke_model_with_response_stream"))
 def test_every_recorded_invoke_stream_records_the_same_through_the_batch_fold(path: Path, index: int) -> None:
     with replay(path) as (api, calls, _):
         for call in calls[:index]:

@@ -8,7 +8,6 @@ server on 127.0.0.1 and parsed by botocore.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,22 +15,11 @@ import pytest
 boto3 = pytest.importorskip("boto3")
 
 from bedrock_replay import attrs_json, chunk_frame, client, only_span, read_stream, synthetic  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from cassettes import ReplayServer  # noqa: E402
-from evaltrace.instrumentation.bedrock import BedrockInstrumentor  # noqa: E402
 
-
-@pytest.fixture
-def instrumented(provider: TracerProvider, capture: None) -> Iterator[BedrockInstrumentor]:
-    instrumentor = BedrockInstrumentor()
-    instrumentor.instrument()
-    yield instrumentor
-    instrumentor.uninstrument()
-
-
-pytestmark = pytest.mark.usefixtures("instrumented")
+pytestmark = pytest.mark.usefixtures("bedrock_instrumented")
 
 _HEADERS = [
     ("Content-Type", "application/json"),

@@ -11,7 +11,6 @@ they are the documented response shapes, served by the replay server on 127.0.0.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,22 +18,11 @@ import pytest
 boto3 = pytest.importorskip("boto3")
 
 from bedrock_replay import attrs_json, chunk_frame, client, read_stream, synthetic  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from cassettes import ReplayServer  # noqa: E402
-from evaltrace.instrumentation.bedrock import BedrockInstrumentor  # noqa: E402
 
-
-@pytest.fixture
-def instrumented(provider: TracerProvider, capture: None) -> Iterator[BedrockInstrumentor]:
-    instrumentor = BedrockInstrumentor()
-    instrumentor.instrument()
-    yield instrumentor
-    instrumentor.uninstrument()
-
-
-pytestmark = pytest.mark.usefixtures("instrumented")
+pytestmark = pytest.mark.usefixtures("bedrock_instrumented")
 
 DEEPSEEK = "us.deepseek.r1-v1:0"
 IMPORTED = "arn:aws:bedrock:us-east-1:123456789012:imported-model/k2x9abcd1234"

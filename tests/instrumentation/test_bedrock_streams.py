@@ -22,14 +22,13 @@ from bedrock_replay import (  # noqa: E402
     OPENINFERENCE,
     PYDANTIC_AI,
     attrs_json,
-    calls_of,
-    cassettes,
     chunk_frame,
     client,
     converse_frame,
     exception_frame,
     only_span,
     read_stream,
+    recorded_params,
     replay,
     send,
     synthetic,
@@ -40,7 +39,7 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import StatusCode  # noqa: E402
 
-from cassettes import ReplayServer, load_cassette  # noqa: E402
+from cassettes import ReplayServer  # noqa: E402
 from evaltrace.instrumentation.bedrock import BedrockInstrumentor  # noqa: E402
 
 TEST_BEDROCK = PYDANTIC_AI / "cassettes" / "test_bedrock"
@@ -194,16 +193,7 @@ def test_a_stream_cut_before_message_stop_is_truncated(exporter: InMemorySpanExp
     assert a["evaltrace.stream.completed"] is False
 
 
-def _recorded_streams() -> list[Any]:
-    out = []
-    for path in cassettes():
-        for index, call in enumerate(calls_of(load_cassette(path))):
-            if call.method == "converse_stream" and call.recorded.status == 200:
-                out.append(pytest.param(path, index, id=f"{path.stem}-{index}"))
-    return out
-
-
-@pytest.mark.parametrize(("path", "index"), _recorded_streams())
+@pytest.mark.parametrize(("path", "index"), recorded_params("converse_stream"))
 def test_every_recorded_converse_stream_is_on_its_span(path: Any, index: int, exporter: InMemorySpanExporter) -> None:
     with replay(path) as (api, calls, _):
         for call in calls[:index]:
