@@ -250,6 +250,39 @@ def test_cohere_command_r_history_preamble_and_tools(exporter: InMemorySpanExpor
     ]
 
 
+def test_cohere_command_r_tool_results_and_billed_units(exporter: InMemorySpanExporter) -> None:
+    """Synthetic (no Cohere recording): the answers to a tool call go back in ``tool_results`` (Bedrock's documented
+    ``{"call": {"name", "parameters"}, "outputs": [...]}``); the answer bills its tokens in ``meta.billed_units``.
+
+    No token-count headers are served, so the usage on the span can only have come from ``billed_units``.
+    """
+    request = {
+        "message": "Weather in Paris?",
+        "chat_history": [{"role": "USER", "message": "Hi"}, {"role": "CHATBOT", "message": "Hello"}],
+        "tools": [{"name": "weather", "description": "Weather",
+                   "parameter_definitions": {"city": {"description": "City", "type": "str", "required": True}}}],
+        "tool_results": [{"call": {"name": "weather", "parameters": {"city": "Paris"}},
+                          "outputs": [{"text": "sunny, 18C"}]}],
+        "max_tokens": 64,
+    }  # fmt: skip
+    response = {
+        "response_id": "r2", "text": "Sunny, 18C.", "generation_id": "g2", "finish_reason": "COMPLETE",
+        "meta": {"api_version": {"version": "1"}, "billed_units": {"input_tokens": 42, "output_tokens": 7}},
+    }  # fmt: skip
+    served = synthetic("cohere.command-r-v1:0/invoke", json.dumps(response).encode())
+    with ReplayServer([served]) as server:
+        client(server).invoke_model(modelId="cohere.command-r-v1:0", body=json.dumps(request))
+    span = only_span(exporter)
+    messages = attrs_json(span, "gen_ai.input.messages")
+    assert messages[2] == {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": None, "response": [{"text": "sunny, 18C"}], "name": "weather"}],
+    }
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "user"]
+    a = span.attributes
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (42, 7)
+
+
 def test_an_embedding_model_is_an_embeddings_span(exporter: InMemorySpanExporter) -> None:
     """Synthetic (no recording): Titan Embeddings' documented response."""
     response = {"embedding": [0.1, 0.2, 0.3], "inputTextTokenCount": 4}
