@@ -1,4 +1,5 @@
-"""Fixtures for the OpenAI instrumentation tests: an instrumented client per sync/async mode."""
+"""Fixtures for the instrumentation tests: each instrumentor (OpenAI, Anthropic, LiteLLM, Bedrock) on with content
+captured, the sync/async parametrisation, ``instrument_openai()`` on and off, the ``openai_api`` feature marker."""
 
 from __future__ import annotations
 
