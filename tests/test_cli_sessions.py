@@ -184,3 +184,29 @@ def test_a_session_evaluator_attached_by_a_decorator_is_refused_with_a_warning(
     (span,) = exporter.get_finished_spans()
     assert not any(key.startswith("evaltrace.eval.whole_chat") for key in (span.attributes or {}))
     assert any("scope='session'" in r.getMessage() and "whole_chat" in r.getMessage() for r in caplog.records)
+
+
+def test_a_sessions_user_is_its_earliest_turn_carrying_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Turns of one session under different users: the user of the earliest turn with one, not the largest."""
+    store = tmp_path / "store"
+    handle = evaltrace.configure("chat-app", local_store={"directory": store, "writer": "thread"})
+    with evaltrace.context(session_id="chat-50"):
+        assistant("who is there?")  # the earliest turn carries no user: it does not decide
+    with evaltrace.context(session_id="chat-50", user_id="ada"):
+        assistant("hello")
+    with evaltrace.context(session_id="chat-50", user_id="zoe"):  # sorts after "ada": max() would pick it
+        assistant("hi again")
+    with evaltrace.context(session_id="chat-51"):
+        assistant("nobody")
+    assert handle.force_flush(30_000)
+    with sqlite3.connect(store / DB_NAME) as conn:
+        users = conn.execute("SELECT user_id FROM traces WHERE session_id = 'chat-50' ORDER BY start_time").fetchall()
+    assert users == [(None,), ("ada",), ("zoe",)]  # each trace keeps its own user
+
+    assert main(["sessions", "list", "--store", str(store), "--json"]) == 0
+    listed = {s["session_id"]: s for s in json.loads(capsys.readouterr().out)}
+    assert listed["chat-50"]["user_id"] == "ada" and listed["chat-50"]["turns"] == 3
+    assert listed["chat-51"]["user_id"] is None
+    assert [s["session_id"] for s in listed.values()] == ["chat-51", "chat-50"]  # most recently active first
+    assert main(["sessions", "list", "--store", str(store), "--json", "--limit", "1"]) == 0
+    assert [s["session_id"] for s in json.loads(capsys.readouterr().out)] == ["chat-51"]
