@@ -12,6 +12,7 @@ from evaltrace.mapping import conventions
 from evaltrace.mapping._call_index import CallIndex
 from evaltrace.mapping._messages import tool_arguments, tool_content
 from evaltrace.mapping._pairing import answered_calls
+from evaltrace.mapping._placement import positions, spliced
 from evaltrace.mapping._spans import MISSING, attrs, compact, json_attr, timestamp
 from evaltrace.schema import ToolCall, TraceMessage
 
@@ -353,7 +354,7 @@ class ToolPlacer:
             answered = answers.get(id(message)) if message.role == "tool" else None
             if answered is not None:
                 answer_of.setdefault(id(answered), message)
-        first_at, past_tools = _positions(messages)
+        first_at, past_tools = positions(messages)
         # Results to insert before the message at each position (len(messages): at the end), in ``pending`` order:
         # inserting them one by one put each after the tool messages inserted before it at the same place.
         inserts: dict[int, list[TraceMessage]] = {}
@@ -370,34 +371,8 @@ class ToolPlacer:
             inserts.setdefault(past_tools[index + 1], []).append(message)
             self.produced.add(id(message))
         if inserts:
-            messages[:] = _spliced(messages, inserts)
+            messages[:] = spliced(messages, inserts)
             self._calls = None  # messages inserted: the index is rebuilt from the list as it stands
-
-
-def _positions(messages: list[TraceMessage]) -> tuple[dict[int, int], list[int]]:
-    """Where each call first stands (by id() of the call), and from each position the first non-tool message's.
-
-    One pass each: the conversation may hold hundreds of calls, and a search per pending result was quadratic.
-    """
-    first_at: dict[int, int] = {}
-    for at, message in enumerate(messages):
-        if message.tool_call is not None:
-            first_at.setdefault(id(message.tool_call), at)
-    past_tools = list(range(len(messages) + 1))  # at the end: len(messages)
-    for at in range(len(messages) - 1, -1, -1):
-        if messages[at].role == "tool":
-            past_tools[at] = past_tools[at + 1]
-    return first_at, past_tools
-
-
-def _spliced(messages: list[TraceMessage], inserts: dict[int, list[TraceMessage]]) -> list[TraceMessage]:
-    """``messages`` with each list of ``inserts`` before the message at its position (``len(messages)``: after all)."""
-    placed: list[TraceMessage] = []
-    for at, message in enumerate(messages):
-        placed.extend(inserts.get(at, ()))
-        placed.append(message)
-    placed.extend(inserts.get(len(messages), ()))
-    return placed
 
 
 def _same_call(copy: ToolCall, mine: ToolCall) -> bool:
