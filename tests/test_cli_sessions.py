@@ -14,13 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
 import evaltrace
 from evaltrace._internal import settings, tracing
 from evaltrace.cli import main
 from evaltrace.evaluation import EvaluatorSpec, evaluator
+from evaltrace.exporters import LocalStoreExporter
 from evaltrace.exporters.store_db import DB_NAME
 from evaltrace.schema import EvaluationResult
+
+_AT = 1_700_000_000_000_000_000  # the turns' shared start time, in ns
 
 
 @pytest.fixture(autouse=True)
@@ -184,3 +189,59 @@ def test_a_session_evaluator_attached_by_a_decorator_is_refused_with_a_warning(
     (span,) = exporter.get_finished_spans()
     assert not any(key.startswith("evaltrace.eval.whole_chat") for key in (span.attributes or {}))
     assert any("scope='session'" in r.getMessage() and "whole_chat" in r.getMessage() for r in caplog.records)
+
+
+def test_a_sessions_user_is_its_earliest_turn_carrying_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Turns of one session under different users: the user of the earliest turn with one, not the largest."""
+    store = tmp_path / "store"
+    handle = evaltrace.configure("chat-app", local_store={"directory": store, "writer": "thread"})
+    with evaltrace.context(session_id="chat-50"):
+        assistant("who is there?")  # the earliest turn carries no user: it does not decide
+    # The opener sorts between the later turns' users: neither min() nor max() of them, nor the latest turn's.
+    with evaltrace.context(session_id="chat-50", user_id="mia"):
+        assistant("hello")
+    with evaltrace.context(session_id="chat-50", user_id="zoe"):
+        assistant("hi again")
+    with evaltrace.context(session_id="chat-50", user_id="ada"):
+        assistant("bye")
+    with evaltrace.context(session_id="chat-51"):
+        assistant("nobody")
+    assert handle.force_flush(30_000)
+    with sqlite3.connect(store / DB_NAME) as conn:
+        users = conn.execute("SELECT user_id FROM traces WHERE session_id = 'chat-50' ORDER BY start_time").fetchall()
+    assert users == [(None,), ("mia",), ("zoe",), ("ada",)]  # each trace keeps its own user
+
+    assert main(["sessions", "list", "--store", str(store), "--json"]) == 0
+    listed = {s["session_id"]: s for s in json.loads(capsys.readouterr().out)}
+    assert listed["chat-50"]["user_id"] == "mia" and listed["chat-50"]["turns"] == 4
+    assert listed["chat-51"]["user_id"] is None
+    assert [s["session_id"] for s in listed.values()] == ["chat-51", "chat-50"]  # most recently active first
+    assert main(["sessions", "list", "--store", str(store), "--json", "--limit", "1"]) == 0
+    assert [s["session_id"] for s in json.loads(capsys.readouterr().out)] == ["chat-51"]
+
+
+def test_a_sessions_user_among_turns_starting_together_is_the_smaller_trace_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two turns starting at the same instant: the trace with the smaller id decides, whatever order they were stored."""
+    tracer = TracerProvider(resource=Resource({"service.name": "chat-app"})).get_tracer("t")
+    spans = [tracer.start_span("turn", start_time=_AT, attributes={"session.id": "chat-60"}) for _ in range(2)]
+    smaller, larger = sorted(spans, key=lambda span: span.get_span_context().trace_id)
+    # The smaller trace id's user sorts last, and its trace is stored second: neither min(), nor the first stored
+    # row (the index's order without the trace id tie-break), nor the larger trace id picks it.
+    smaller.set_attribute("user.id", "zed")
+    larger.set_attribute("user.id", "amy")
+    exporter = LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0)
+    for span in (larger, smaller):
+        span.end(end_time=_AT + 1_000_000)
+        assert isinstance(span, ReadableSpan)
+        exporter.export([span])
+    exporter.shutdown()
+    with sqlite3.connect(tmp_path / DB_NAME) as conn:
+        stored = conn.execute("SELECT user_id, start_time FROM traces ORDER BY rowid").fetchall()
+    assert stored == [("amy", _AT), ("zed", _AT)]
+
+    assert main(["sessions", "list", "--store", str(tmp_path), "--json"]) == 0
+    (session,) = json.loads(capsys.readouterr().out)
+    assert session["session_id"] == "chat-60" and session["turns"] == 2
+    assert session["user_id"] == "zed"

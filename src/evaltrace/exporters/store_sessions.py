@@ -6,7 +6,9 @@ replaces the row; an older revision arriving late never overwrites a newer one).
 session score and read as "no session scores" until then; the store version does not change.
 
 A session's summary (turns, first and last time, tokens, cost, user) is computed from the ``traces`` summaries
-through their ``(session_id, start_time)`` index: no span is read to list sessions.
+through their ``(session_id, start_time)`` index: no span is read to list sessions. A session's user is the user
+of its earliest trace (by start time, then trace id) that carries one (each trace's own user follows
+``store_summary``'s rule): the user who opened the conversation, not the largest value of any turn.
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ class SessionSummary:
 
     session_id: str
     user_id: str | None
+    """The user of the session's earliest trace (by start time, then trace id) that carries one."""
     turns: int
     first_time: int
     last_time: int
@@ -148,11 +151,25 @@ class SessionSummary:
         }
 
 
+# The page of sessions is chosen first (the inner query, one pass over the ``traces_session`` index), then each
+# listed session's user is looked up through the same index: the correlated subquery runs once per listed session,
+# not once per session of the store. A session's user is its earliest trace's (by start time, then trace id) among
+# those carrying one: the turn that opened the conversation, whatever the later turns' users sort as.
 _SUMMARY = """
-SELECT session_id, max(user_id), count(*), min(start_time), max(start_time + duration_ns),
-       sum(input_tokens), sum(output_tokens), sum(cost), sum(error)
-FROM traces WHERE session_id IS NOT NULL {where}
-GROUP BY session_id ORDER BY max(start_time) DESC LIMIT ?
+SELECT page.session_id,
+       (SELECT t.user_id FROM traces AS t
+        WHERE t.session_id = page.session_id AND t.user_id IS NOT NULL
+        ORDER BY t.start_time, t.trace_id LIMIT 1),
+       page.turns, page.first_time, page.last_time, page.input_tokens, page.output_tokens, page.cost, page.errors
+FROM (
+    SELECT session_id, count(*) AS turns, min(start_time) AS first_time,
+           max(start_time + duration_ns) AS last_time, sum(input_tokens) AS input_tokens,
+           sum(output_tokens) AS output_tokens, sum(cost) AS cost, sum(error) AS errors,
+           max(start_time) AS latest
+    FROM traces WHERE session_id IS NOT NULL {where}
+    GROUP BY session_id ORDER BY latest DESC LIMIT ?
+) AS page
+ORDER BY page.latest DESC
 """
 
 

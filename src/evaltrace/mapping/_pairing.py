@@ -11,7 +11,8 @@ results are for the next turn's calls); a result that finds no open call answers
 with its id or name, unless that call has its answer already. An anonymous one then answers nothing: naming
 neither, it cannot say which earlier turn's call it would be (an app's own tool, whose span gives the call).
 
-One pass over the messages, each call queued once: O(messages).
+One pass over the messages, each call queued once: O(messages). ``PairingPass`` carries the pass on as the
+conversation grows (a tool span is matched against it as it stands then), so matching every span stays linear.
 """
 
 from __future__ import annotations
@@ -90,6 +91,81 @@ def _take(
     return found if found is not None and id(found) not in answered else None
 
 
+class PairingPass:
+    """``answered_calls``' pass, fed a message at a time: the pairing of a list that only grows at its end.
+
+    A tool span is matched against the conversation as it stands then; the conversation grows between spans, so
+    the pass is carried on over the new messages instead of run again over the whole list (O(messages) per span
+    made a long agent run quadratic). The state after feeding a list is the state one pass over it ends with.
+    """
+
+    def __init__(self) -> None:
+        self.asked: dict[int, TraceMessage] = {}
+        self._answered: set[int] = set()  # id() of the call messages a tool message answers
+        self._waiting = _Waiting(self._answered)
+        self._latest: dict[str, TraceMessage] = {}  # the latest call by key
+        self._asking: list[TraceMessage] = []  # every message holding a call, in order (keeps them alive)
+        self._turn = 0  # user messages fed: a call made in an earlier turn waits no more
+        self._made_in: dict[int, int] = {}  # id() of each call message -> ``_turn`` when made
+        self._holding: dict[int, list[TraceMessage]] = {}  # id() of a ToolCall -> the call messages holding it
+        self.fed = 0  # messages fed
+        self.last: TraceMessage | None = None  # the last message fed
+
+    def feed(self, messages: list[TraceMessage]) -> None:
+        """Carry the pass on over ``messages``, the ones after those fed already."""
+        waiting, latest, answered, asked = self._waiting, self._latest, self._answered, self.asked
+        for message in messages:
+            role = message.role
+            call = message.tool_call
+            if role == "tool":
+                call_id = message.tool_call_id or (call.id if call is not None else None)
+                name = message.name or (call.name if call is not None else None)
+                # Neither id nor tool name: nothing tells which call, so the first one waiting (calls run in order).
+                key = _key(call_id, name) if call_id or name else None
+                found = _take(waiting, latest, answered, key)
+                if found is None and call_id and name:  # the result has an id its call lacked: its tool name
+                    found = _take(waiting, latest, answered, _key(None, name))
+                if found is not None:
+                    asked[id(message)] = found
+                    answered.add(id(found))
+            elif call is not None:
+                key = _key(call.id, call.name)
+                waiting.add(key, message)
+                latest[key] = message
+                self._asking.append(message)
+                self._made_in[id(message)] = self._turn
+                self._holding.setdefault(id(call), []).append(message)
+            elif role == "user":
+                waiting.close()
+                self._turn += 1
+        if messages:
+            self.fed += len(messages)
+            self.last = messages[-1]
+
+    def is_waiting(self, call: ToolCall) -> bool:
+        """Whether a message holding ``call`` is still waiting for its result: ``Pairing.open`` holds ``call``."""
+        # Open: unanswered and made since the last user message (``_Waiting`` holds exactly those).
+        return any(
+            id(m) not in self._answered and self._made_in[id(m)] == self._turn for m in self._holding.get(id(call), ())
+        )
+
+    def is_unanswered(self, call: ToolCall) -> bool:
+        """Whether a message holding ``call`` has no answer: ``Pairing.unanswered`` holds ``call``."""
+        return any(id(m) not in self._answered for m in self._holding.get(id(call), ()))
+
+    def pairing(self) -> Pairing:
+        """The pairing of the messages fed so far."""
+        answered = self._answered
+        still_open = self._waiting.ids()
+        asking = self._asking
+        return Pairing(
+            {answer: found.tool_call for answer, found in self.asked.items() if found.tool_call is not None},
+            self.asked,
+            [m.tool_call for m in asking if m.tool_call is not None and id(m) not in answered],
+            [m.tool_call for m in asking if m.tool_call is not None and id(m) in still_open],
+        )
+
+
 def answered_calls(messages: list[TraceMessage]) -> Pairing:
     """Pair each tool message of ``messages`` with the call it answers.
 
@@ -100,39 +176,9 @@ def answered_calls(messages: list[TraceMessage]) -> Pairing:
         Each answering tool message's call (and its message), the calls no tool message answers, and those of them
         still open.
     """
-    asked: dict[int, TraceMessage] = {}
-    answered: set[int] = set()  # id() of the call messages a tool message answers
-    waiting = _Waiting(answered)
-    latest: dict[str, TraceMessage] = {}  # the latest call by key
-    asking: list[TraceMessage] = []  # every message holding a call, in order
-    for message in messages:
-        role = message.role
-        call = message.tool_call
-        if role == "tool":
-            call_id = message.tool_call_id or (call.id if call is not None else None)
-            name = message.name or (call.name if call is not None else None)
-            # Neither id nor tool name: nothing tells which call, so the first one waiting (calls run in order).
-            key = _key(call_id, name) if call_id or name else None
-            found = _take(waiting, latest, answered, key)
-            if found is None and call_id and name:  # the result has an id its call lacked: its tool name
-                found = _take(waiting, latest, answered, _key(None, name))
-            if found is not None:
-                asked[id(message)] = found
-                answered.add(id(found))
-        elif call is not None:
-            key = _key(call.id, call.name)
-            waiting.add(key, message)
-            latest[key] = message
-            asking.append(message)
-        elif role == "user":
-            waiting.close()
-    still_open = waiting.ids()
-    return Pairing(
-        {answer: found.tool_call for answer, found in asked.items() if found.tool_call is not None},
-        asked,
-        [m.tool_call for m in asking if m.tool_call is not None and id(m) not in answered],
-        [m.tool_call for m in asking if m.tool_call is not None and id(m) in still_open],
-    )
+    state = PairingPass()
+    state.feed(messages)
+    return state.pairing()
 
 
 def own_call_messages(messages: list[TraceMessage], calls: list[ToolCall]) -> list[TraceMessage | None]:

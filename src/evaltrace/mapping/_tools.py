@@ -9,8 +9,10 @@ from opentelemetry.trace import StatusCode
 
 from evaltrace._internal import semconv as sc
 from evaltrace.mapping import conventions
+from evaltrace.mapping._call_index import CallIndex
 from evaltrace.mapping._messages import tool_arguments, tool_content
 from evaltrace.mapping._pairing import answered_calls
+from evaltrace.mapping._placement import positions, spliced
 from evaltrace.mapping._spans import MISSING, attrs, compact, json_attr, timestamp
 from evaltrace.schema import ToolCall, TraceMessage
 
@@ -47,6 +49,8 @@ class ToolPlacer:
         # id() of a tool message a model was sent for a failed call -> the error result the tool result views give
         # (the message keeps what the model was sent: ``messages`` is the conversation as it happened).
         self.errors: dict[int, dict[str, Any]] = {}
+        # The conversation's calls and their pairing, kept current as it grows (``_index``): built once, not per span.
+        self._calls: CallIndex | None = None
 
     def add(self, messages: list[TraceMessage], span: ReadableSpan) -> ToolCall:
         """Stamp the call ``span`` executed with its start time, or append it to ``messages`` as call and result.
@@ -183,6 +187,7 @@ class ToolPlacer:
             answer = self.answers.pop(id(mine), None)
             removed = [m for m in messages if m.tool_call is mine or m is answer]
             messages[:] = [m for m in messages if m.tool_call is not mine and m is not answer]
+            self._calls = None  # messages taken out: the index is rebuilt from the list as it stands
             self.matched.discard(id(mine))
             self.matched.add(id(copy))
             claim = self.by_id.get(mine.id or "")
@@ -304,34 +309,33 @@ class ToolPlacer:
         first still waiting for its result (the span runs it before its result is sent), else the latest no tool
         message answers; never one answered already.
         """
-        candidates = [
-            m.tool_call
-            for m in messages
-            if m.role == "assistant" and m.tool_call is not None and id(m.tool_call) not in self.matched
-        ]
-        same = [c for c in candidates if c.id == call.id] if call.id else []
+        calls = self._index(messages)
+        matched = self.matched
+        same = [c for c in calls.with_id(call.id) if id(c) not in matched] if call.id else []
         if not same:
-            same = [
-                c
-                for c in candidates
-                if c.name == call.name and c.arguments == call.arguments and not (c.id and call.id)
-            ]
+            same = [c for c in calls.like(call) if id(c) not in matched and not (c.id and call.id)]
         if not same:
             return None
         # A call a tool message answers already had its result sent before this span ran: an earlier turn's (its
         # history), not this span's, which is then a call of its own (its model call recorded no output). Of the
         # others, one still waiting for its result (the first: parallel calls run in order), else the latest: a
         # user message since closed an earlier one (a call the history left unanswered, asked again).
-        pairing = answered_calls(messages)
-        waiting = {id(c) for c in pairing.open}
-        found = next((c for c in same if id(c) in waiting), None)
+        pairing = calls.pairing
+        found = next((c for c in same if pairing.is_waiting(c)), None)
         if found is None:
-            unanswered = {id(c) for c in pairing.unanswered}
-            found = next((c for c in reversed(same) if id(c) in unanswered), None)
+            found = next((c for c in reversed(same) if pairing.is_unanswered(c)), None)
         if found is not None:
             self.matched.add(id(found))
             self.matched_at.append((found, self.model_calls))
         return found
+
+    def _index(self, messages: list[TraceMessage]) -> CallIndex:
+        """The index of ``messages``' calls, fed what was appended since the last lookup (rebuilt if it changed)."""
+        calls = self._calls
+        if calls is None or not calls.current(messages):
+            calls = self._calls = CallIndex(messages)
+        calls.catch_up()
+        return calls
 
     def insert_results(self, messages: list[TraceMessage]) -> None:
         """Insert the results of executed calls that no tool message answers, after the call's tool messages.
@@ -350,8 +354,12 @@ class ToolPlacer:
             answered = answers.get(id(message)) if message.role == "tool" else None
             if answered is not None:
                 answer_of.setdefault(id(answered), message)
+        first_at, past_tools = positions(messages)
+        # Results to insert before the message at each position (len(messages): at the end), in ``pending`` order:
+        # inserting them one by one put each after the tool messages inserted before it at the same place.
+        inserts: dict[int, list[TraceMessage]] = {}
         for call, result in self.pending:
-            index = next((i for i, m in enumerate(messages) if m.tool_call is call), None)
+            index = first_at.get(id(call))
             if result is MISSING or index is None:
                 continue
             answer = answer_of.get(id(call))
@@ -359,12 +367,12 @@ class ToolPlacer:
                 if id(call) in self.failed:
                     self.errors[id(answer)] = failure(answer.content)
                 continue
-            after = index + 1
-            while after < len(messages) and messages[after].role == "tool":
-                after += 1
             message = TraceMessage(role="tool", name=call.name, tool_call_id=call.id, content=tool_content(result))
-            messages.insert(after, message)
+            inserts.setdefault(past_tools[index + 1], []).append(message)
             self.produced.add(id(message))
+        if inserts:
+            messages[:] = spliced(messages, inserts)
+            self._calls = None  # messages inserted: the index is rebuilt from the list as it stands
 
 
 def _same_call(copy: ToolCall, mine: ToolCall) -> bool:
