@@ -1,0 +1,129 @@
+"""The chat stream's ``for`` loop folds a plain text chunk in as it arrives, and records what ``next()`` records.
+
+``chat_stream.chat_chunks`` (the ``for`` loop over an OpenAI chat stream) counts a plain text chunk and appends its
+text at once, holding none of its objects; every other chunk is held and folded in batches as before. ``next()``
+(``SyncStreamProxy.__next__``) still holds every chunk after the first with output. Each stream here goes through
+the real ``openai`` client (edited JSON from the replay server) and the real instrumentation, read once with
+``for`` and once with ``next()``: the two spans must carry the same attributes, timings aside. The streams: every
+recorded chat stream, the recorded text stream with one chunk changed to every shape the SDK's types allow
+(``test_openai_batch_fold.SHAPES``, but a list as content), and random mixes of those shapes.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+import openai
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from test_openai_batch_fold import RECORDED, SHAPES, _served, _shape_stream, _text_stream
+
+from cassettes import Recorded, ReplayServer
+
+pytestmark = pytest.mark.usefixtures("instrumented")
+
+_TIMINGS = ("time", "duration", "ttf", "per_second")  # attribute names that carry clock readings
+_APART = ("server.port",)  # each read has a replay server of its own
+
+
+def _span(item: Recorded, exporter: InMemorySpanExporter, with_next: bool) -> dict[str, Any]:
+    """The span's attributes, timings left out, for ``item`` read to its end with ``for`` or with ``next()``."""
+    exporter.clear()
+    kwargs = dict(item.request_json())
+    kwargs["stream"] = True
+    with ReplayServer([item]) as server, openai.OpenAI(api_key="test", base_url=server.url, max_retries=0) as client:
+        stream = client.chat.completions.create(**kwargs)
+        try:
+            if with_next:
+                while True:
+                    next(stream)
+            else:
+                for _ in stream:
+                    pass
+        except StopIteration:
+            pass
+        except Exception:  # the recorded failure itself: the span records what arrived before it
+            pass
+    (span,) = exporter.get_finished_spans()
+    return {k: v for k, v in span.attributes.items() if k not in _APART and not any(word in k for word in _TIMINGS)}
+
+
+def _same_both_ways(item: Recorded, exporter: InMemorySpanExporter) -> dict[str, Any]:
+    looped = _span(item, exporter, with_next=False)
+    assert looped == _span(item, exporter, with_next=True)
+    assert "evaltrace.stream.chunks" in looped
+    return looped
+
+
+@pytest.mark.parametrize(("name", "item"), RECORDED, ids=[name for name, _ in RECORDED])
+def test_every_recorded_stream_records_the_same_with_for_and_with_next(
+    name: str, item: Recorded, exporter: InMemorySpanExporter
+) -> None:
+    _same_both_ways(item, exporter)
+
+
+# A list as ``content``: both ways fold it, and building the output then fails (an internal error, raised in tests).
+_FOLDABLE = {name: change for name, change in SHAPES.items() if name != "non-text content"}
+
+
+@pytest.mark.parametrize("shape", list(_FOLDABLE))
+def test_every_chunk_shape_records_the_same_with_for_and_with_next(shape: str, exporter: InMemorySpanExporter) -> None:
+    item, _ = _text_stream()
+    _same_both_ways(_served(item, _shape_stream(_FOLDABLE[shape])), exporter)
+
+
+def test_random_mixes_of_shapes_record_the_same_with_for_and_with_next(exporter: InMemorySpanExporter) -> None:
+    """Shapes mixed among 40 text chunks: the loop's buffer at hand and its held list across chunks of any kind."""
+    item, template = _text_stream()
+    opening, content, closing = template[0], template[1], template[-2:]
+    changes = list(_FOLDABLE.values())
+    rng = random.Random(2028)
+    for _ in range(6):
+        body = []
+        for i in range(40):
+            chunk = copy.deepcopy(content)
+            chunk["choices"][0]["delta"]["content"] = f"w{i} "
+            if rng.random() < 0.2:
+                for key, value in rng.choice(changes).items():
+                    if value is ...:
+                        chunk.pop(key, None)
+                    else:
+                        chunk[key] = copy.deepcopy(value)
+            body.append(chunk)
+        _same_both_ways(_served(item, [opening, *body, *closing]), exporter)
+
+
+def test_a_plain_text_chunk_is_folded_in_as_it_arrives_and_not_held(exporter: InMemorySpanExporter) -> None:
+    """Nothing is held while the chunks are plain text; a chunk with more than text is held until its batch fold.
+
+    Before, the loop held every chunk after the first with output (up to 16), keeping its pydantic objects alive
+    while the SDK built the next ones. The count and the text are already the state's and the accumulator's.
+    """
+    item, template = _text_stream()
+    opening, content, closing = template[0], template[1], template[-2:]
+    body = []
+    for i in range(40):
+        chunk = copy.deepcopy(content)
+        chunk["choices"][0]["delta"]["content"] = f"w{i} "
+        if i == 30:
+            chunk["choices"][0]["delta"]["refusal"] = "no"  # not plain text: held
+        body.append(chunk)
+    kwargs = dict(item.request_json())
+    kwargs["stream"] = True
+    served = _served(item, [opening, *body, *closing])
+    with ReplayServer([served]) as server, openai.OpenAI(api_key="test", base_url=server.url, max_retries=0) as client:
+        stream = client.chat.completions.create(**kwargs)
+        state = stream._self_state
+        held: list[int] = []
+        counted: list[int] = []
+        for _ in stream:
+            held.append(len(state.pending or ()))
+            counted.append(state.chunks)
+    assert held[:31] == [0] * 31  # the role chunk (folded as it arrives), then 30 plain text chunks
+    assert counted[:31] == list(range(1, 32))
+    assert held[31:41] == list(range(1, 11))  # the refusal chunk, and every chunk after it until a batch fold
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["evaltrace.stream.chunks"] == len(held) == 43
+    assert span.attributes["evaltrace.stream.end_reason"] == "exhausted"
