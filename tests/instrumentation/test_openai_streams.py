@@ -444,6 +444,13 @@ def test_a_close_from_another_thread_waits_for_the_batch_being_folded(
     # The sync loop folds a plain text chunk without the lock (chat_stream.chat_chunks), so the reading thread may
     # read to the end before the close takes its turn: then the finish chunk (no text) is counted too.
     assert text == ["".join(f"w{i} " for i in range(min(counted, len(chunks))))]
+    finished = counted == len(chunks) + 1  # the finish chunk folded in: the server's "stop" is recorded
+    # A stream that lost its finish chunk records the missing reason as "error" (openai.parts.output_message).
+    assert message["finish_reason"] == ("stop" if finished else "error")
+    # A close before the finish chunk was folded ends the span early. Once it is in, the reading thread may still
+    # be reading the stream's end ([DONE]) when the close takes its turn: exhausted, or closed early just before.
+    end_reason = span.attributes["evaltrace.stream.end_reason"]
+    assert end_reason in ("exhausted", "closed_early") if finished else end_reason == "closed_early"
 
 
 async def test_a_response_kept_after_its_stream_was_dropped_does_not_keep_the_stream_alive(

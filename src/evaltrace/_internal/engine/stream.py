@@ -315,6 +315,8 @@ def _chunks(proxy: SyncStreamProxy, source: Iterator[Any]) -> Iterator[Any]:
     # place, so ``next()`` calls interleaved with this loop fold the same list. A span ended from elsewhere (another
     # thread's ``close()``) sets ``state.pending`` to None: the chunks held here from then on are neither folded nor
     # counted, as before, and the next fold's ``flush`` (a no-op) hands this loop the None, at most ``size`` later.
+    # ``openai.chat_stream.chat_chunks`` (the openai chat ``for`` loop) copies this loop's exits and its held-list
+    # handling: a change to either here must be made there too, and the other way round.
     pending = state.pending
     try:
         for chunk in source:

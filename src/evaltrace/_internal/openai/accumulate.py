@@ -96,7 +96,9 @@ class ChatAccumulator:
     batch_size: ClassVar[int] = 16
     _inline: ClassVar[bool] = True  # add_batch reads chunks as ``add`` does (False in a subclass reading its own way)
     # The sync proxy's ``for`` loop (``SyncStreamProxy.__iter__``): a plain text chunk folded as it arrives, not held.
-    stream_loop: ClassVar[Any] = staticmethod(chat_stream.chat_chunks)
+    # Only with the GIL (its thread rule needs it, ``chat_stream``), and only for this class: a subclass gets None
+    # (the engine's loop) unless it sets ``stream_loop`` itself.
+    stream_loop: ClassVar[Any] = staticmethod(chat_stream.chat_chunks) if chat_stream.GIL else None
 
     def __init__(self) -> None:
         self.choices: dict[int, _ChoiceBuffer] = {}
@@ -233,8 +235,8 @@ class ChatAccumulator:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._inline = "add" not in vars(cls) and "_add_delta" not in vars(cls)
-        if not cls._inline:
-            cls.stream_loop = None  # the chat loop folds as this class does: a subclass reading its own way holds
+        if "stream_loop" not in vars(cls):
+            cls.stream_loop = None  # opt-in: the chat loop reads chunks as this class does, a subclass may not
 
     def _read_header(self, chunk: Any) -> None:
         """Take each of id, model, tier and fingerprint from the first chunk that has it (not empty)."""

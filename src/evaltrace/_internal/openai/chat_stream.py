@@ -14,15 +14,19 @@ sets) until its batch was folded, while the SDK built the next chunks' objects, 
 every chunk; folded at once, the chunk's objects are freed when the caller drops it, as without instrumentation
 (benchmarks/README.md, s28-sse).
 
-Thread rule, as the engine's: a chunk is counted and folded in only while the span has not ended. From reading
-``state.pending`` (None once the span ended, on any thread) to the append, the plain path runs no Python call and
-no call that may release the GIL (the clock is read after the append), so another thread's ``end()`` (which sets
-``pending`` to None under the state's lock, then reads the count) comes wholly before that read or wholly after the
-append: a chunk is either counted and in the text, or neither.
+Thread rule, as the engine's: a chunk is counted and folded in only while the span has not ended. On a build with
+the GIL, ``state.pending`` (None once the span ended, on any thread) is read again as the plain path's last test,
+after its last call (``buffers.get`` and, on 3.11, ``type`` may let another thread run: the interpreter checks for a
+switch after a call), and from that read to the append there is no call at all (the clock is read after the append).
+So another thread's ``end()`` (which sets ``pending`` to None under the state's lock, then reads the count) comes
+wholly before that read or wholly after the append: a chunk is either counted and in the text, or neither. A
+free-threaded build (``GIL`` False) has no such guarantee: there ``ChatAccumulator.stream_loop`` is None and the
+``for`` loop is the engine's ``_chunks``, which folds only under the lock.
 """
 
 from __future__ import annotations
 
+import sys
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +35,9 @@ from evaltrace._internal.engine.codec import chunk_failed
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+GIL: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
+"""Whether this build runs with the GIL, read once at import: the loop's thread rule holds only with it."""
 
 NO_INDEX = object()
 """No choice index is this: the index of the choice whose buffer is at hand, before the first."""
@@ -109,6 +116,9 @@ def chat_chunks(proxy: Any, source: Iterator[Any]) -> Iterator[Any]:  # noqa: C9
                                     and fields["refusal"] is None
                                     and fields["tool_calls"] is None
                                     and fields["function_call"] is None
+                                    # Read again after the last call above (``buffers.get`` and, on 3.11, ``kind``
+                                    # may switch threads): from here to the append nothing can (see the module).
+                                    and state.pending is not None
                                 ):
                                     state.chunks += 1
                                     if content:
