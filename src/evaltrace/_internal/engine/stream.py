@@ -236,7 +236,8 @@ class SyncStreamProxy(StreamProxyBase):
         It loops over ``iter(wrapped)``, as a ``for`` over the stream itself would (no ``Stream.__next__`` frame
         per chunk), or, when that generator would only re-yield the stream's inner iterator (openai's ``Stream``:
         ``_inner_iterator``), over that iterator itself; an iterator without ``__iter__`` is read through its
-        ``__next__``.
+        ``__next__``. An accumulator with a ``stream_loop`` of its own (openai chat's, which folds a plain text chunk
+        in as it arrives instead of holding it) gets that generator, with ``_chunks``'s exits, instead.
         """
         wrapped = self.__wrapped__
         source = _inner_iterator(wrapped)
@@ -245,6 +246,9 @@ class SyncStreamProxy(StreamProxyBase):
                 source = iter(wrapped)
             except TypeError:
                 source = iter(self._self_state.pull, _NO_SENTINEL)
+        loop = getattr(self._self_state.acc, "stream_loop", None)  # an accumulator's own loop (openai chat's)
+        if loop is not None:
+            return loop(self, source)  # type: ignore[no-any-return]
         return _chunks(self, source)
 
     def __next__(self) -> Any:
@@ -311,6 +315,8 @@ def _chunks(proxy: SyncStreamProxy, source: Iterator[Any]) -> Iterator[Any]:
     # place, so ``next()`` calls interleaved with this loop fold the same list. A span ended from elsewhere (another
     # thread's ``close()``) sets ``state.pending`` to None: the chunks held here from then on are neither folded nor
     # counted, as before, and the next fold's ``flush`` (a no-op) hands this loop the None, at most ``size`` later.
+    # ``openai.chat_stream.chat_chunks`` (the openai chat ``for`` loop) copies this loop's exits and its held-list
+    # handling: a change to either here must be made there too, and the other way round.
     pending = state.pending
     try:
         for chunk in source:

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Protocol
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import add_each, chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
+from evaltrace._internal.openai import chat_stream
 from evaltrace._internal.openai.builtin import ResultsBudget, add_citations, builtin_tool_parts
 from evaltrace._internal.openai.parts import Part, assistant_parts, output_message, reasoning_extra, tool_call_part
 from evaltrace._internal.openai.parts import field as get
@@ -81,23 +82,8 @@ class _ChoiceBuffer:
         return output_message(parts, self.finish_reason)
 
 
-_NO_INDEX = object()
+_NO_INDEX = chat_stream.NO_INDEX
 """No choice index is this: ``add_batch``'s last index before its first choice."""
-
-_FAST_TYPES: tuple[Any, Any, Any] | None = None
-"""openai's ``ChatCompletionChunk``, ``Choice`` and ``ChoiceDelta`` once looked up (``_fast_types``)."""
-
-
-def _fast_types() -> tuple[Any, Any, Any]:
-    """The openai chunk types for ``ChatAccumulator.add_batch``'s exact type checks (three Nones without openai)."""
-    global _FAST_TYPES
-    try:
-        from openai.types.chat.chat_completion_chunk import ChatCompletionChunk, Choice, ChoiceDelta
-    except ImportError:  # chunks of another SDK: every one takes the general path
-        _FAST_TYPES = (None, None, None)
-    else:
-        _FAST_TYPES = (ChatCompletionChunk, Choice, ChoiceDelta)
-    return _FAST_TYPES
 
 
 class ChatAccumulator:
@@ -109,6 +95,10 @@ class ChatAccumulator:
     # more instructions per chunk in the allocator than the three extra fold calls (benchmarks/README.md).
     batch_size: ClassVar[int] = 16
     _inline: ClassVar[bool] = True  # add_batch reads chunks as ``add`` does (False in a subclass reading its own way)
+    # The sync proxy's ``for`` loop (``SyncStreamProxy.__iter__``): a plain text chunk folded as it arrives, not held.
+    # Only with the GIL (its thread rule needs it, ``chat_stream``), and only for this class: a subclass gets None
+    # (the engine's loop) unless it sets ``stream_loop`` itself.
+    stream_loop: ClassVar[Any] = staticmethod(chat_stream.chat_chunks) if chat_stream.GIL else None
 
     def __init__(self) -> None:
         self.choices: dict[int, _ChoiceBuffer] = {}
@@ -159,7 +149,7 @@ class ChatAccumulator:
             # that still finds it pending (a stream of choices with an empty id or model) takes ``add`` per chunk.
             add_each(self.add, chunks)
             return
-        chunk_type, choice_type, delta_type = _FAST_TYPES or _fast_types()
+        chunk_type, choice_type, delta_type = chat_stream.FAST_TYPES or chat_stream.fast_types()
         kind = type  # a local: three exact type tests per chunk
         buffers = self.choices
         last: Any = _NO_INDEX  # the index of the choice whose ``buffer`` is at hand
@@ -245,6 +235,8 @@ class ChatAccumulator:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._inline = "add" not in vars(cls) and "_add_delta" not in vars(cls)
+        if "stream_loop" not in vars(cls):
+            cls.stream_loop = None  # opt-in: the chat loop reads chunks as this class does, a subclass may not
 
     def _read_header(self, chunk: Any) -> None:
         """Take each of id, model, tier and fingerprint from the first chunk that has it (not empty)."""
