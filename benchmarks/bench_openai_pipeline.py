@@ -253,10 +253,20 @@ def paired_child(rounds: int) -> None:
     names and types, so the same type-cache collisions and dict probes in the client's own ~780k instructions per
     chunk. In separate processes, the client's slope alone moved by 3k per chunk between layouts, more than
     evaltrace's whole figure (benchmarks/README.md, "Figures that do not follow the memory layout").
+
+    Nothing in the process depends on wall time before or during the phases, so a run's counts follow its heap
+    layout only (the same environment and layout seed give the same figure): the export thread is made quiet
+    (``QUIET_DELAY_S``) and woken once to read that delay, before the warm-up, and the process sleeps until it is
+    parked again; no flush between the warm-up and the phases. Before, the thread woke every second (callgrind
+    slows a child ~50x, and a loaded machine more), and the flush before the phases waited for it in a 50 ms poll:
+    how often either ran, and so what each allocated and freed between the child's own allocations, followed the
+    machine's load, and runs of the same tree in the same environment moved by up to ~500 per chunk.
     """
     import evaltrace
 
-    (api, replay), flush = setup("evaltrace")
+    (api, replay), flush = setup("evaltrace", quiet=True)
+    flush()  # nothing is queued yet: it only wakes the export thread, which then waits QUIET_DELAY_S
+    time.sleep(1)  # the thread back in its wait before anything counted could interleave with it
     streams = {n: make_case(api, replay, f"stream{n}") for n in PAIRED_CHUNKS}
 
     def switch(on: bool) -> None:
@@ -265,7 +275,7 @@ def paired_child(rounds: int) -> None:
     for on, n in PAIRED_PHASES * 5:  # the warm-up: 20 streams, as the other stream children's
         switch(on)
         streams[n]()
-    flush()
+    # No flush here: the warm-up's ten spans stay queued (far under a batch: nothing wakes the thread).
     gc.collect()
     gc.disable()
     for _ in range(rounds):
