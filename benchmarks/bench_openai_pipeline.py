@@ -172,6 +172,9 @@ def _floor(json_capture: bool) -> Callable[[], None]:
         return result
 
     Completions.create = create  # type: ignore[method-assign]
+    TOGGLES["floor+json" if json_capture else "floor"] = lambda on: setattr(
+        Completions, "create", create if on else original
+    )
     return provider.force_flush  # type: ignore[return-value]
 
 
@@ -193,7 +196,13 @@ def _official() -> Callable[[], None]:
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
     provider, _ = raw_otel_tracer(ReadingExporter())
-    OpenAIInstrumentor().instrument(tracer_provider=provider)  # type: ignore[no-untyped-call]
+    instrumentor = OpenAIInstrumentor()  # type: ignore[no-untyped-call]
+    instrumentor.instrument(tracer_provider=provider)
+
+    def toggle(on: bool) -> None:
+        instrumentor.instrument(tracer_provider=provider) if on else instrumentor.uninstrument()
+
+    TOGGLES["official"] = toggle
     return provider.force_flush  # type: ignore[return-value]
 
 
@@ -209,7 +218,12 @@ def _evaltrace(quiet: bool) -> Callable[[], None]:
             queue._delay = QUIET_DELAY_S
     settings.replace(settings.CaptureSettings(capture_content=True))
     evaltrace.instrument_openai()
+    TOGGLES["evaltrace"] = lambda on: evaltrace.instrument_openai() if on else evaltrace.uninstrument_openai()
     return handle.force_flush  # type: ignore[return-value]
+
+
+TOGGLES: dict[str, Callable[[bool], None]] = {}
+"""How each implementation set up by :func:`setup` is switched off and on again (``paired_child``)."""
 
 
 def setup(impl: str, quiet: bool = False) -> tuple[Any, Callable[[], None]]:
@@ -241,11 +255,15 @@ def setup(impl: str, quiet: bool = False) -> tuple[Any, Callable[[], None]]:
 
 
 PAIRED_CHUNKS = (20, 200)  # the two stream lengths of ``paired:slope``
+PAIRED_IMPLS = ("evaltrace", "floor", "official")  # ``paired:slope`` (evaltrace), ``paired-floor:slope``, ...
 PAIRED_PHASES = tuple((on, n) for n in PAIRED_CHUNKS for on in (False, True))  # its phases in each round, in order
 
 
-def paired_child(rounds: int) -> None:
+def paired_child(rounds: int, impl: str = "evaltrace") -> None:
     """``paired:slope``: the uninstrumented client and evaltrace's in ONE process, each stream counted apart.
+
+    ``paired-floor:slope`` and ``paired-official:slope``: the same for the hand-written floor and the official
+    openai-v2 instrumentation (``bench_stream_peers.py`` runs the three; the smoke row runs evaltrace's).
 
     Each round streams 20 and 200 chunks with evaltrace's instrumentation off and on (``PAIRED_PHASES``), each
     stream a phase of its own (``_callgrind.phase_begin/phase_end``; the instrumentation is switched between
@@ -262,15 +280,11 @@ def paired_child(rounds: int) -> None:
     how often either ran, and so what each allocated and freed between the child's own allocations, followed the
     machine's load, and runs of the same tree in the same environment moved by up to ~500 per chunk.
     """
-    import evaltrace
-
-    (api, replay), flush = setup("evaltrace", quiet=True)
+    (api, replay), flush = setup(impl, quiet=True)
     flush()  # nothing is queued yet: it only wakes the export thread, which then waits QUIET_DELAY_S
     time.sleep(1)  # the thread back in its wait before anything counted could interleave with it
     streams = {n: make_case(api, replay, f"stream{n}") for n in PAIRED_CHUNKS}
-
-    def switch(on: bool) -> None:
-        evaltrace.instrument_openai() if on else evaltrace.uninstrument_openai()
+    switch = TOGGLES[impl]
 
     for on, n in PAIRED_PHASES * 5:  # the warm-up: 20 streams, as the other stream children's
         switch(on)
@@ -293,8 +307,8 @@ def callgrind_child(variant: str, calls: int) -> None:
     if impl == "step":
         breakdown_child(case, calls)
         return
-    if impl == "paired":
-        paired_child(calls)
+    if impl == "paired" or impl.startswith("paired-"):
+        paired_child(calls, impl.removeprefix("paired").removeprefix("-") or "evaltrace")
         return
     (api, replay), flush = setup(impl, quiet=case.startswith("call"))
     fn = make_case(api, replay, "call1" if case == "first" else case)

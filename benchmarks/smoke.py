@@ -252,11 +252,31 @@ ROWS = (
 )
 
 
+def _anthropic_switch(impl: str, provider: Any) -> Callable[[bool], None]:
+    """How a paired Anthropic child turns its instrumentation on and off between phases (evaltrace's is on)."""
+    if impl == "paired-floor":
+        from bench_anthropic import _floor_patch
+
+        undo: list[Callable[[], None]] = []
+
+        def switch(on: bool) -> None:  # as instrument / uninstrument: a no-op when already in that state
+            if on and not undo:
+                undo.append(_floor_patch(provider))
+            elif not on and undo:
+                undo.pop()()
+
+        return switch
+    from evaltrace.instrumentation.anthropic import instrument_anthropic, uninstrument_anthropic
+
+    return lambda on: instrument_anthropic(tracer_provider=provider) if on else uninstrument_anthropic()
+
+
 def anthropic_child(variant: str, calls: int) -> None:
     """``anthropic-<none|evaltrace>:stream<N>``: warm-up streams, then ``calls`` streams of N text deltas.
 
     ``anthropic-paired:slope``: ``calls`` rounds of the paired slope (:data:`PAIRED_PHASES`, as
-    ``bench_openai_pipeline.py``'s ``paired:slope``).
+    ``bench_openai_pipeline.py``'s ``paired:slope``). ``anthropic-paired-floor:slope``: the same for the
+    hand-written floor (``bench_anthropic.py``'s ``_floor_patch``; ``bench_stream_peers.py``).
     """
     impl, case = variant.removeprefix("anthropic-").split(":")
     from bench_anthropic import MESSAGES, _client
@@ -282,12 +302,8 @@ def anthropic_child(variant: str, calls: int) -> None:
         for _event in events:
             pass
 
-    if impl == "paired":
-        from evaltrace.instrumentation.anthropic import uninstrument_anthropic
-
-        def switch(on: bool) -> None:
-            instrument_anthropic(tracer_provider=provider) if on else uninstrument_anthropic()
-
+    if impl in ("paired", "paired-floor"):
+        switch = _anthropic_switch(impl, provider)
         for on, n in PAIRED_PHASES * ANTHROPIC_WARM_UP:
             switch(on)
             stream(n)
