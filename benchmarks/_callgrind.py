@@ -236,8 +236,9 @@ def warm(runs: Sequence[tuple[str, str]], jobs: int = 1) -> None:
             raise RuntimeError(f"{variant}: warm-up run failed:\n{done.stderr[-2000:]}")
 
     _env()  # the cache is made here, before threads could each make one
-    # What only a counted child imports (``_client_request``'s ctypes and mmap): compiled into the cache here, or
-    # the first counted child of a run compiles them, and its heap, so its figures, differ from every later one's.
+    # What only a counted child imports (``_client_request``'s ctypes; mmap is a C module, imported alike): compiled
+    # into the cache here, or the first counted child of a run compiles it, and its heap, so its figures, differ
+    # from every later one's.
     done = subprocess.run([sys.executable, "-c", "import ctypes, mmap"], capture_output=True, text=True, env=_env())
     if done.returncode != 0:
         raise RuntimeError(f"warm-up of ctypes and mmap failed:\n{done.stderr[-2000:]}")

@@ -206,7 +206,7 @@ def _official() -> Callable[[], None]:
     return provider.force_flush  # type: ignore[return-value]
 
 
-def _evaltrace(quiet: bool) -> Callable[[], None]:
+def _evaltrace(quiet: bool, impl: str = "evaltrace") -> Callable[[], None]:
     from _pipeline import ReadingExporter, evaltrace_pipeline
 
     import evaltrace
@@ -218,7 +218,7 @@ def _evaltrace(quiet: bool) -> Callable[[], None]:
             queue._delay = QUIET_DELAY_S
     settings.replace(settings.CaptureSettings(capture_content=True))
     evaltrace.instrument_openai()
-    TOGGLES["evaltrace"] = lambda on: evaltrace.instrument_openai() if on else evaltrace.uninstrument_openai()
+    TOGGLES[impl] = lambda on: evaltrace.instrument_openai() if on else evaltrace.uninstrument_openai()
     return handle.force_flush  # type: ignore[return-value]
 
 
@@ -247,7 +247,7 @@ def setup(impl: str, quiet: bool = False) -> tuple[Any, Callable[[], None]]:
     elif impl == "official":
         flush = _official()
     elif impl.startswith("evaltrace"):
-        flush = _evaltrace(quiet)
+        flush = _evaltrace(quiet, impl)
     replay = Replay()
     transport = httpx.MockTransport(replay.handler)
     api = openai.OpenAI(api_key="bench", http_client=httpx.Client(transport=transport))  # type: ignore[arg-type]
@@ -256,6 +256,13 @@ def setup(impl: str, quiet: bool = False) -> tuple[Any, Callable[[], None]]:
 
 PAIRED_CHUNKS = (20, 200)  # the two stream lengths of ``paired:slope``
 PAIRED_IMPLS = ("evaltrace", "floor", "official")  # ``paired:slope`` (evaltrace), ``paired-floor:slope``, ...
+
+
+def paired_impl(name: str) -> str:
+    """The implementation a paired variant's name says: ``paired`` is evaltrace's, ``paired-<impl>`` is ``impl``."""
+    return name.removeprefix("paired").removeprefix("-") or "evaltrace"
+
+
 PAIRED_PHASES = tuple((on, n) for n in PAIRED_CHUNKS for on in (False, True))  # its phases in each round, in order
 
 
@@ -265,7 +272,7 @@ def paired_child(rounds: int, impl: str = "evaltrace") -> None:
     ``paired-floor:slope`` and ``paired-official:slope``: the same for the hand-written floor and the official
     openai-v2 instrumentation (``bench_stream_peers.py`` runs the three; the smoke row runs evaltrace's).
 
-    Each round streams 20 and 200 chunks with evaltrace's instrumentation off and on (``PAIRED_PHASES``), each
+    Each round streams 20 and 200 chunks with the instrumentation off and on (``PAIRED_PHASES``), each
     stream a phase of its own (``_callgrind.phase_begin/phase_end``; the instrumentation is switched between
     phases, uncounted). Both sides of the difference then share one heap layout: the same addresses of attribute
     names and types, so the same type-cache collisions and dict probes in the client's own ~780k instructions per
@@ -281,7 +288,9 @@ def paired_child(rounds: int, impl: str = "evaltrace") -> None:
     machine's load, and runs of the same tree in the same environment moved by up to ~500 per chunk.
     """
     (api, replay), flush = setup(impl, quiet=True)
-    flush()  # nothing is queued yet: it only wakes the export thread, which then waits QUIET_DELAY_S
+    # Nothing is queued yet: evaltrace's flush only wakes its export thread, which then waits QUIET_DELAY_S (OTel's
+    # BatchSpanProcessor, the floor's and the official's, read that delay when it was made).
+    flush()
     time.sleep(1)  # the thread back in its wait before anything counted could interleave with it
     streams = {n: make_case(api, replay, f"stream{n}") for n in PAIRED_CHUNKS}
     switch = TOGGLES[impl]
@@ -308,7 +317,7 @@ def callgrind_child(variant: str, calls: int) -> None:
         breakdown_child(case, calls)
         return
     if impl == "paired" or impl.startswith("paired-"):
-        paired_child(calls, impl.removeprefix("paired").removeprefix("-") or "evaltrace")
+        paired_child(calls, paired_impl(impl))
         return
     (api, replay), flush = setup(impl, quiet=case.startswith("call"))
     fn = make_case(api, replay, "call1" if case == "first" else case)

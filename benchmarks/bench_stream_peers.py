@@ -17,13 +17,14 @@ share one heap layout on both sides of the difference. This runs the same paired
 
 Each is instructions added per chunk on the application thread: the paired slope between 200- and 20-chunk streams
 (``smoke.paired_slope``), under ``--layouts`` padded heap layouts, median reported beside each layout's figure.
-The exporters differ (evaltrace's export queue, OTel's BatchSpanProcessor): none exports during a phase, and the
-export thread is not the application thread.
+OpenAI's exporters differ (evaltrace's export queue, OTel's BatchSpanProcessor): none exports during a phase,
+and the export thread is not the application thread. The Anthropic children's provider has no processor.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import time
@@ -55,6 +56,9 @@ def main() -> int:
     parser.add_argument("--layouts", type=int, default=LAYOUTS, help="padded heap layouts per child (seeds 1..N)")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds of the four phases per child")
     args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        print("needs valgrind (apt-get install valgrind)", file=sys.stderr)
+        return 2
     if not _callgrind.can_count_from_collect():
         print("paired children need callgrind's client requests (x86-64 Linux)", file=sys.stderr)
         return 2

@@ -79,7 +79,7 @@ def _run(code: str) -> list[int]:
     return counts
 
 
-@pytest.mark.parametrize("impl", ["evaltrace", "floor", "official"])
+@pytest.mark.parametrize("impl", ["evaltrace", "floor", "official"])  # bench_openai_pipeline.PAIRED_IMPLS
 def test_an_openai_paired_childs_switch_turns_its_instrumentation_off_and_on(impl: str) -> None:
     pytest.importorskip("openai")
     if impl == "official" and importlib.util.find_spec("opentelemetry.instrumentation.openai_v2") is None:
@@ -98,14 +98,26 @@ def test_an_anthropic_paired_childs_switch_turns_its_instrumentation_on_and_off(
     assert _run(code) == [1, 1, 2, 2]
 
 
-def test_warm_compiles_what_only_a_counted_child_imports(tmp_path: Path) -> None:
+def test_a_paired_variants_name_says_its_implementation() -> None:
+    pytest.importorskip("openai")
+    import bench_openai_pipeline as bench
+
+    assert bench.paired_impl("paired") == "evaltrace"  # the smoke row's child
+    assert [bench.paired_impl(f"paired-{impl}") for impl in bench.PAIRED_IMPLS] == list(bench.PAIRED_IMPLS)
+    assert bench.paired_impl("paired-floor+json") == "floor+json"
+
+
+def test_warm_compiles_what_only_a_counted_child_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first counted child must not compile ctypes into the cache: its heap would differ from every later one's.
 
-    (s29-determinism: that first child's per-phase counts were ~300k instructions off every later run's.)
+    (s29-determinism: that first child's per-phase counts were 30-300k instructions off every later run's.) A cache of
+    its own: another test's counted children may have filled the shared one.
     """
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setattr(_callgrind, "_CACHE", [str(cache)])
     script = tmp_path / "child.py"
     script.write_text("import sys\n")
     _callgrind.warm([(str(script), "none")])
-    cache = Path(_callgrind._CACHE[0])
     compiled = {path.parent.name for path in cache.rglob("__init__.*.pyc")}
     assert "ctypes" in compiled
